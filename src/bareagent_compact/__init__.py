@@ -1,0 +1,52 @@
+"""Keep an LLM agent's conversation inside its context window."""
+
+from bareagent_compact.compactor import Compactor
+from bareagent_compact.micro import DEFAULT_KEEP_RECENT, _micro_compact
+from bareagent_compact.offline import OfflineSummarizer
+from bareagent_compact.pairs import Orphan, find_orphans, repair_tool_pairs
+from bareagent_compact.prompts import (
+    DEFAULT_ACKNOWLEDGEMENT,
+    DEFAULT_SUMMARY_PROMPT,
+    DEFAULT_THRESHOLD,
+    SUMMARY_PREFIX,
+)
+from bareagent_compact.protocols import (
+    ArchiveHook,
+    ArchiveRecord,
+    HasText,
+    Message,
+    SummaryProvider,
+    TokenCounter,
+    TranscriptManager,
+)
+from bareagent_compact.result import Action, CompactionResult
+from bareagent_compact.serialize import _serialize
+from bareagent_compact.tokens import estimate_tokens
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_ACKNOWLEDGEMENT",
+    "DEFAULT_KEEP_RECENT",
+    "DEFAULT_SUMMARY_PROMPT",
+    "DEFAULT_THRESHOLD",
+    "SUMMARY_PREFIX",
+    "Action",
+    "ArchiveHook",
+    "ArchiveRecord",
+    "CompactionResult",
+    "Compactor",
+    "HasText",
+    "Message",
+    "OfflineSummarizer",
+    "Orphan",
+    "SummaryProvider",
+    "TokenCounter",
+    "TranscriptManager",
+    "__version__",
+    "_micro_compact",
+    "_serialize",
+    "estimate_tokens",
+    "find_orphans",
+    "repair_tool_pairs",
+]

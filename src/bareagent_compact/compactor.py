@@ -1,0 +1,263 @@
+"""The :class:`Compactor`: both compaction layers, run in the order of SPEC 11.2."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from bareagent_compact._json import json_copy
+from bareagent_compact.micro import DEFAULT_KEEP_RECENT, check_keep_recent, micro_compact
+from bareagent_compact.pairs import find_orphans
+from bareagent_compact.prompts import (
+    DEFAULT_ACKNOWLEDGEMENT,
+    DEFAULT_SUMMARY_PROMPT,
+    DEFAULT_THRESHOLD,
+    SUMMARY_PREFIX,
+)
+from bareagent_compact.protocols import (
+    ArchiveHook,
+    ArchiveRecord,
+    Message,
+    SummaryProvider,
+    TokenCounter,
+    TranscriptManager,
+)
+from bareagent_compact.result import Action, CompactionResult
+from bareagent_compact.serialize import _serialize
+from bareagent_compact.tokens import estimate_tokens
+from bareagent_compact.validate import validate_messages
+
+logger = logging.getLogger(__name__)
+
+
+def summary_text(response: object) -> str | None:
+    """Normalise a provider's answer to the summary text, or ``None`` when unusable.
+
+    Usable: a ``str``, or an object whose ``text`` attribute is a ``str``, holding
+    something other than whitespace.
+    """
+    text = response if isinstance(response, str) else getattr(response, "text", None)
+    if not isinstance(text, str) or not text.strip():
+        return None
+    return text
+
+
+def _check_session_id(session_id: object) -> str:
+    if not isinstance(session_id, str):
+        raise TypeError(f"session_id must be a str, got {type(session_id).__name__}")
+    if not session_id:
+        raise ValueError("session_id must not be empty")
+    return session_id
+
+
+def _tool_ids(message: Message, block_type: str, key: str) -> set[Any]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return set()
+    return {
+        b.get(key) for b in content if isinstance(b, dict) and b.get("type") == block_type
+    }
+
+
+def _paired_tail_start(head: list[Message], pending: Message) -> int:
+    """Index in ``head`` from which messages must stay verbatim so that every
+    tool result in the kept tail (pending message included) keeps its tool call."""
+    start = len(head)
+    needed = _tool_ids(pending, "tool_result", "tool_use_id")
+    while needed:
+        found: set[Any] = set()
+        new_start = start
+        for index in range(start - 1, -1, -1):
+            uses = _tool_ids(head[index], "tool_use", "id") & needed
+            if uses:
+                found |= uses
+                new_start = index
+                if found >= needed:
+                    break
+        if new_start == start:
+            break
+        for message in head[new_start:start]:
+            needed |= _tool_ids(message, "tool_result", "tool_use_id")
+        needed -= found
+        for message in head[new_start:start]:
+            needed -= _tool_ids(message, "tool_use", "id")
+        start = new_start
+    return start
+
+
+class Compactor:
+    """Keeps an agent's history inside its context window; call it every turn.
+
+    ``compactor(messages)`` first truncates old tool results (micro-compaction),
+    then, when the estimate is strictly greater than ``threshold`` or ``force`` is
+    true, replaces everything but the system messages and the pending user
+    message with a summary from ``provider``. The list is changed in place and a
+    :class:`CompactionResult` is returned. A failed summary never breaks the
+    loop: a warning is logged and the history stays as micro-compaction left it.
+
+    Calls on one instance are serialised by a lock, so it may be shared by threads.
+    """
+
+    def __init__(
+        self,
+        provider: SummaryProvider,
+        transcript_mgr: TranscriptManager | None = None,
+        threshold: int = DEFAULT_THRESHOLD,
+        session_id: str = "default",
+        *,
+        keep_recent: int = DEFAULT_KEEP_RECENT,
+        system_prompt: str = DEFAULT_SUMMARY_PROMPT,
+        acknowledgement: str = DEFAULT_ACKNOWLEDGEMENT,
+        token_counter: TokenCounter = estimate_tokens,
+        keep_tool_pairs: bool = False,
+        archive: ArchiveHook | None = None,
+        require_snapshot: bool = True,
+    ) -> None:
+        if not callable(provider):
+            raise TypeError(f"provider must be callable, got {type(provider).__name__}")
+        if transcript_mgr is not None and not callable(getattr(transcript_mgr, "save", None)):
+            raise TypeError(
+                "transcript_mgr must have a save(messages, session_id) method, got "
+                f"{type(transcript_mgr).__name__}"
+            )
+        if isinstance(threshold, bool) or not isinstance(threshold, int):
+            raise TypeError(f"threshold must be an int, got {type(threshold).__name__}")
+        if threshold < 0:
+            raise ValueError(f"threshold must be >= 0, got {threshold}")
+        for name, text in (("system_prompt", system_prompt), ("acknowledgement", acknowledgement)):
+            if not isinstance(text, str):
+                raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+        if not callable(token_counter):
+            raise TypeError(f"token_counter must be callable, got {type(token_counter).__name__}")
+        if archive is not None and not callable(archive):
+            raise TypeError(f"archive must be callable, got {type(archive).__name__}")
+        self.provider = provider
+        self.transcript_mgr = transcript_mgr
+        self.threshold = threshold
+        self.keep_recent = check_keep_recent(keep_recent)
+        self.system_prompt = system_prompt
+        self.acknowledgement = acknowledgement
+        self.token_counter = token_counter
+        self.keep_tool_pairs = bool(keep_tool_pairs)
+        self.archive = archive
+        self.require_snapshot = bool(require_snapshot)
+        self._session_id = _check_session_id(session_id)
+        self._lock = threading.RLock()
+
+    def get_session_id(self) -> str:
+        """The session id under which snapshots are saved."""
+        return self._session_id
+
+    def set_session_id(self, session_id: str) -> None:
+        """Rebind the session id (call it on ``/new`` and ``/resume``)."""
+        checked = _check_session_id(session_id)
+        with self._lock:
+            self._session_id = checked
+
+    def __call__(self, messages: list[Message], force: bool = False) -> CompactionResult:
+        """Run one compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
+        validate_messages(messages)
+        with self._lock:
+            return self._compact(messages, force)
+
+    def _archive_hook(self) -> Callable[[ArchiveRecord], object] | None:
+        archive = self.archive
+        if archive is None:
+            return None
+        session_id = self._session_id
+
+        def hook(record: ArchiveRecord) -> object:
+            return archive({**record, "session_id": session_id})
+
+        return hook
+
+    def _compact(self, messages: list[Message], force: bool) -> CompactionResult:
+        # Step 1: micro-compaction, always.
+        truncated = micro_compact(messages, self.keep_recent, self._archive_hook())
+        tokens = self.token_counter(messages)
+        quiet = Action.MICRO if truncated else Action.NONE
+
+        # Step 2: the trigger; strictly greater than the threshold.
+        if not force and tokens <= self.threshold:
+            return CompactionResult(quiet, tokens, tokens, truncated)
+
+        # Step 3: the pending user turn (plain input or tool results) is kept out.
+        pending = messages[-1] if messages and messages[-1].get("role") == "user" else None
+        head = messages[:-1] if pending is not None else messages
+        kept: list[Message] = []
+        if pending is not None and self.keep_tool_pairs:
+            start = _paired_tail_start(head, pending)
+            kept = [m for m in head[start:] if m.get("role") != "system"]
+            source_part = head[:start]
+        else:
+            source_part = head
+
+        # Step 4: the summary source excludes system messages.
+        source = [m for m in source_part if m.get("role") != "system"]
+        if not source:
+            return CompactionResult(quiet, tokens, tokens, truncated, reason="nothing to summarise")
+
+        # Step 5: snapshot before anything is sent or changed.
+        snapshot_saved = False
+        if self.transcript_mgr is not None:
+            try:
+                self.transcript_mgr.save(list(messages), self._session_id)
+                snapshot_saved = True
+            except Exception:
+                logger.warning(
+                    "transcript snapshot failed for session %r", self._session_id, exc_info=True
+                )
+                if self.require_snapshot:
+                    return self._failed(tokens, truncated, False, "snapshot failed")
+
+        # The system messages are copied before the provider call, so that nothing
+        # can fail after the summary is in hand.
+        try:
+            systems = [json_copy(m) for m in head if m.get("role") == "system"]
+            prompt: list[Message] = [
+                {"role": "system", "content": self.system_prompt},
+                {"role": "user", "content": _serialize(source)},
+            ]
+        except ValueError:
+            logger.warning("compaction skipped: history cannot be encoded", exc_info=True)
+            return self._failed(tokens, truncated, snapshot_saved, "history cannot be encoded")
+
+        # Steps 6 and 7: ask for the summary; any failure leaves history intact.
+        try:
+            response = self.provider(prompt)
+        except Exception:
+            logger.warning("summary provider failed; history left as it was", exc_info=True)
+            return self._failed(tokens, truncated, snapshot_saved, "provider raised")
+        summary = summary_text(response)
+        if summary is None:
+            logger.warning(
+                "summary provider returned an unusable summary (%s); history left as it was",
+                type(response).__name__,
+            )
+            return self._failed(tokens, truncated, snapshot_saved, "unusable summary")
+
+        # Step 8: rebuild in place.
+        rebuilt: list[Message] = [
+            *systems,
+            {"role": "user", "content": SUMMARY_PREFIX + summary},
+            {"role": "assistant", "content": self.acknowledgement},
+            *kept,
+        ]
+        if pending is not None:
+            rebuilt.append(pending)
+        messages[:] = rebuilt
+        orphans = find_orphans(messages)
+        if orphans:
+            logger.warning(
+                "compaction left %d unpaired tool block(s); pass keep_tool_pairs=True "
+                "to keep tool calls with their results",
+                len(orphans),
+            )
+        after = self.token_counter(messages)
+        return CompactionResult(Action.FULL, tokens, after, truncated, snapshot_saved)
+
+    @staticmethod
+    def _failed(tokens: int, truncated: int, saved: bool, reason: str) -> CompactionResult:
+        return CompactionResult(Action.FAILED, tokens, tokens, truncated, saved, reason)

@@ -1,0 +1,60 @@
+"""Message shapes and the two plug-in points of :class:`~bareagent_compact.Compactor`.
+
+Both plug-in points are structural (``typing.Protocol``): any callable is a
+summary provider, and any object with ``save(messages, session_id)`` is a
+transcript manager, so existing objects fit without subclassing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+Message: TypeAlias = dict[str, Any]
+"""One chat message: ``{"role": ..., "content": str | list[block]}`` (Anthropic style)."""
+
+Block: TypeAlias = dict[str, Any]
+"""One content block: ``text``, ``tool_use``, ``tool_result`` or any other type."""
+
+TokenCounter: TypeAlias = Callable[[list[Message]], int]
+"""A function estimating the tokens of a message list (``estimate_tokens`` by default)."""
+
+
+@runtime_checkable
+class HasText(Protocol):
+    """A provider response object carrying the summary as ``.text`` (e.g. an ``LLMResponse``)."""
+
+    @property
+    def text(self) -> str: ...
+
+
+class SummaryProvider(Protocol):
+    """The summarising model: called with the two-message prompt, returns the summary.
+
+    A plain function or lambda fits. It may return the text itself or an object
+    with a ``str`` attribute ``text``; anything else counts as a failed summary.
+    """
+
+    def __call__(self, prompt: list[Message], /) -> str | HasText: ...
+
+
+@runtime_checkable
+class TranscriptManager(Protocol):
+    """Saves a snapshot of the history before it is summarised away.
+
+    The signature is the one of BareAgent's own ``TranscriptManager.save``; the
+    return value is ignored.
+    """
+
+    def save(self, messages: list[Message], session_id: str) -> object: ...
+
+
+ArchiveRecord: TypeAlias = dict[str, Any]
+"""What an archive hook receives for one truncated tool result.
+
+Keys: ``tool_use_id`` (``str | None``), ``tool_name`` (``str``), ``content``
+(the original result content, before truncation).
+"""
+
+ArchiveHook: TypeAlias = Callable[[ArchiveRecord], object]
+"""Called with each tool result micro-compaction is about to truncate."""

@@ -1,0 +1,21 @@
+"""Input checks at the API boundary, run before anything is mutated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def validate_messages(messages: Any) -> None:
+    """Raise ``TypeError`` naming the first index that is not a message dict with a ``str`` role."""
+    if not isinstance(messages, list):
+        raise TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise TypeError(
+                f"messages[{index}] must be a dict, got {type(message).__name__}"
+            )
+        role = message.get("role")
+        if not isinstance(role, str):
+            raise TypeError(
+                f"messages[{index}]['role'] must be a str, got {type(role).__name__}"
+            )
