@@ -17,9 +17,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run a scripted agent session offline")
-    demo.add_argument("--threshold", type=int, default=DEMO_THRESHOLD,
-                      help=f"full-compaction threshold in estimated tokens (default {DEMO_THRESHOLD})")
-    demo.add_argument("--seed", type=int, default=7, help="seed of the scripted session (default 7)")
+    demo.add_argument(
+        "--threshold",
+        type=int,
+        default=DEMO_THRESHOLD,
+        help=f"full-compaction threshold in estimated tokens (default {DEMO_THRESHOLD})",
+    )
+    demo.add_argument(
+        "--seed", type=int, default=7, help="seed of the scripted session (default 7)"
+    )
     args = parser.parse_args(argv)
     if args.command == "demo":
         run_demo(sys.stdout, threshold=args.threshold, seed=args.seed)

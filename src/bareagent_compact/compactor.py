@@ -56,9 +56,7 @@ def _tool_ids(message: Message, block_type: str, key: str) -> set[Any]:
     content = message.get("content")
     if not isinstance(content, list):
         return set()
-    return {
-        b.get(key) for b in content if isinstance(b, dict) and b.get("type") == block_type
-    }
+    return {b.get(key) for b in content if isinstance(b, dict) and b.get("type") == block_type}
 
 
 def _paired_tail_start(head: list[Message], pending: Message) -> int:

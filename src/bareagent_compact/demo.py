@@ -30,8 +30,19 @@ _MODULES: Final = ("config", "storage", "handlers", "retry", "auth", "metrics", 
 
 
 def _python_file(rng: random.Random, module: str, lines: int) -> str:
-    out = [f'"""{module.title()} module of the app service."""', "", "from __future__ import annotations", ""]
-    out += ["import logging", "from pathlib import Path", "", "logger = logging.getLogger(__name__)", ""]
+    out = [
+        f'"""{module.title()} module of the app service."""',
+        "",
+        "from __future__ import annotations",
+        "",
+    ]
+    out += [
+        "import logging",
+        "from pathlib import Path",
+        "",
+        "logger = logging.getLogger(__name__)",
+        "",
+    ]
     n = 0
     while len(out) < lines:
         n += 1
@@ -39,10 +50,10 @@ def _python_file(rng: random.Random, module: str, lines: int) -> str:
         out += [
             f"def {module}_step_{n}({arg}: str, retries: int = {rng.randint(1, 5)}) -> dict[str, object]:",
             f'    """Handle step {n} of the {module} pipeline; 处理第 {n} 步。"""',
-            f"    logger.debug(\"{module} step {n}: %s\", {arg})",
-            f"    result = {{\"{arg}\": {arg}, \"attempt\": retries, \"ok\": {rng.choice(['True', 'False'])}}}",
-            "    if not result[\"ok\"]:",
-            f"        raise ValueError(f\"{module} step {n} failed for {{{arg}!r}}\")",
+            f'    logger.debug("{module} step {n}: %s", {arg})',
+            f'    result = {{"{arg}": {arg}, "attempt": retries, "ok": {rng.choice(["True", "False"])}}}',
+            '    if not result["ok"]:',
+            f'        raise ValueError(f"{module} step {n} failed for {{{arg}!r}}")',
             "    return result",
             "",
         ]
@@ -51,17 +62,30 @@ def _python_file(rng: random.Random, module: str, lines: int) -> str:
 
 def _pytest_output(rng: random.Random, failing: bool) -> str:
     tests = [f"tests/test_{m}.py::test_{m}_step_{i}" for m in _MODULES[:4] for i in range(1, 6)]
-    lines = ["============================= test session starts ==============================",
-             "platform linux -- Python 3.11.7, pytest-8.3.2", "rootdir: /srv/app", f"collected {len(tests)} items", ""]
+    lines = [
+        "============================= test session starts ==============================",
+        "platform linux -- Python 3.11.7, pytest-8.3.2",
+        "rootdir: /srv/app",
+        f"collected {len(tests)} items",
+        "",
+    ]
     lines += [f"{t} {'FAILED' if failing and i == 3 else 'PASSED'}" for i, t in enumerate(tests)]
     if failing:
-        lines += ["", "=================================== FAILURES ===================================",
-                  "_____________________________ test_config_step_4 _____________________________",
-                  "    def test_config_step_4():", ">       assert load_config('config.toml')['retries'] == 3",
-                  "E       KeyError: 'retries'", "", "src/app/config.py:42: KeyError",
-                  f"========================= 1 failed, {len(tests) - 1} passed in {rng.uniform(1, 3):.2f}s ========================="]
+        lines += [
+            "",
+            "=================================== FAILURES ===================================",
+            "_____________________________ test_config_step_4 _____________________________",
+            "    def test_config_step_4():",
+            ">       assert load_config('config.toml')['retries'] == 3",
+            "E       KeyError: 'retries'",
+            "",
+            "src/app/config.py:42: KeyError",
+            f"========================= 1 failed, {len(tests) - 1} passed in {rng.uniform(1, 3):.2f}s =========================",
+        ]
     else:
-        lines += [f"============================== {len(tests)} passed in {rng.uniform(1, 3):.2f}s =============================="]
+        lines += [
+            f"============================== {len(tests)} passed in {rng.uniform(1, 3):.2f}s =============================="
+        ]
     return "\n".join(lines)
 
 
@@ -78,37 +102,80 @@ def _chinese_notes(rng: random.Random) -> str:
 
 
 def _git_log(rng: random.Random) -> str:
-    subjects = ["fix retry backoff", "修复配置加载", "add metrics endpoint", "refactor storage layer",
-                "更新文档", "bump dependencies", "handle timeout in auth"]
+    subjects = [
+        "fix retry backoff",
+        "修复配置加载",
+        "add metrics endpoint",
+        "refactor storage layer",
+        "更新文档",
+        "bump dependencies",
+        "handle timeout in auth",
+    ]
     return "\n".join(
-        f"{rng.getrandbits(28):07x} {rng.choice(subjects)} ({rng.randint(1, 30)} days ago)" for _ in range(40)
+        f"{rng.getrandbits(28):07x} {rng.choice(subjects)} ({rng.randint(1, 30)} days ago)"
+        for _ in range(40)
     )
 
 
 def _script(rng: random.Random) -> Iterator[tuple[str, list[tuple[str, dict[str, Any], str]]]]:
     """Yield (user request, [(tool name, tool input, tool output), ...]) per task."""
-    yield "请帮我看看这个服务的配置加载为什么失败，先跑一下测试。", [
-        ("bash", {"command": "cd /srv/app && python -m pytest -q"}, _pytest_output(rng, failing=True)),
-        ("read_file", {"file_path": "src/app/config.py"}, _python_file(rng, "config", 120)),
-        ("read_file", {"file_path": "config.toml"},
-         "1: [provider]\n2: name = \"anthropic\"\n3: model = \"claude-sonnet\"\n4: \n5: [network]\n6: timeout = 30\n"),
-    ]
-    yield "Fix it so `retries` has a default of 3, then rerun the tests.", [
-        ("edit_file", {"file_path": "src/app/config.py", "old": "cfg['retries']", "new": "cfg.get('retries', 3)"},
-         "Edited src/app/config.py: 1 replacement."),
-        ("bash", {"command": "python -m pytest -q"}, _pytest_output(rng, failing=False)),
-    ]
-    yield "看一下部署文档和最近的提交记录，总结一下重试策略。", [
-        ("read_file", {"file_path": "docs/deploy.md"}, _chinese_notes(rng)),
-        ("bash", {"command": "git log --oneline -40"}, _git_log(rng)),
-        ("read_file", {"file_path": "src/app/retry.py"}, _python_file(rng, "retry", 90)),
-    ]
+    yield (
+        "请帮我看看这个服务的配置加载为什么失败，先跑一下测试。",
+        [
+            (
+                "bash",
+                {"command": "cd /srv/app && python -m pytest -q"},
+                _pytest_output(rng, failing=True),
+            ),
+            ("read_file", {"file_path": "src/app/config.py"}, _python_file(rng, "config", 120)),
+            (
+                "read_file",
+                {"file_path": "config.toml"},
+                '1: [provider]\n2: name = "anthropic"\n3: model = "claude-sonnet"\n4: \n5: [network]\n6: timeout = 30\n',
+            ),
+        ],
+    )
+    yield (
+        "Fix it so `retries` has a default of 3, then rerun the tests.",
+        [
+            (
+                "edit_file",
+                {
+                    "file_path": "src/app/config.py",
+                    "old": "cfg['retries']",
+                    "new": "cfg.get('retries', 3)",
+                },
+                "Edited src/app/config.py: 1 replacement.",
+            ),
+            ("bash", {"command": "python -m pytest -q"}, _pytest_output(rng, failing=False)),
+        ],
+    )
+    yield (
+        "看一下部署文档和最近的提交记录，总结一下重试策略。",
+        [
+            ("read_file", {"file_path": "docs/deploy.md"}, _chinese_notes(rng)),
+            ("bash", {"command": "git log --oneline -40"}, _git_log(rng)),
+            ("read_file", {"file_path": "src/app/retry.py"}, _python_file(rng, "retry", 90)),
+        ],
+    )
     for module in _MODULES[1:]:
-        yield f"Now review src/app/{module}.py for error handling problems.", [
-            ("read_file", {"file_path": f"src/app/{module}.py"}, _python_file(rng, module, rng.randint(120, 200))),
-            ("bash", {"command": f"grep -n 'raise' src/app/{module}.py"},
-             "\n".join(f"{rng.randint(1, 140)}:        raise ValueError(...)" for _ in range(8))),
-        ]
+        yield (
+            f"Now review src/app/{module}.py for error handling problems.",
+            [
+                (
+                    "read_file",
+                    {"file_path": f"src/app/{module}.py"},
+                    _python_file(rng, module, rng.randint(120, 200)),
+                ),
+                (
+                    "bash",
+                    {"command": f"grep -n 'raise' src/app/{module}.py"},
+                    "\n".join(
+                        f"{rng.randint(1, 140)}:        raise ValueError(...)" for _ in range(8)
+                    ),
+                ),
+            ],
+        )
 
 
 _REPLIES: Final = (
@@ -128,7 +195,9 @@ def _reply(task: int, request: str) -> str:
     )
 
 
-def _row(out: TextIO, turn: int, event: str, messages: list[Message], result: CompactionResult) -> None:
+def _row(
+    out: TextIO, turn: int, event: str, messages: list[Message], result: CompactionResult
+) -> None:
     out.write(
         f"{turn:>4}  {event:<28.28}  {len(messages):>4}  {result.tokens_before:>7}  "
         f"{result.tokens_after:>7}  {result.action.value:<6}  {result.truncated:>4}\n"
@@ -158,23 +227,37 @@ def run_demo(out: TextIO, threshold: int = DEMO_THRESHOLD, seed: int = 7) -> lis
             event = f"tool_result: {name}"
             call_id += 1
             tool_id = f"toolu_{call_id:04d}"
-            messages.append({"role": "assistant", "content": [
-                {"type": "text", "text": f"Calling {name}."},
-                {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input},
-            ]})
-            messages.append({"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": tool_id, "content": output},
-            ]})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": f"Calling {name}."},
+                        {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input},
+                    ],
+                }
+            )
+            messages.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": tool_id, "content": output},
+                    ],
+                }
+            )
         turn += 1
         _row(out, turn, f"tool_result: {calls[-1][0]}", messages, compactor(messages))
         messages.append({"role": "assistant", "content": _reply(task, request)})
 
     result = compactor(messages, force=True)
-    out.write(f"\n/compact (force=True): {result.action.value}, {result.tokens_before} -> "
-              f"{result.tokens_after} estimated tokens, {len(messages)} messages\n")
+    out.write(
+        f"\n/compact (force=True): {result.action.value}, {result.tokens_before} -> "
+        f"{result.tokens_after} estimated tokens, {len(messages)} messages\n"
+    )
     out.write("\nRebuilt history:\n")
     for index, message in enumerate(messages):
-        content = message["content"] if isinstance(message["content"], str) else str(message["content"])
+        content = (
+            message["content"] if isinstance(message["content"], str) else str(message["content"])
+        )
         body = textwrap.indent(content, "    ")
         out.write(f"[{index}] {message['role']}:\n{body}\n")
     out.write(f"\nFinal estimate: {estimate_tokens(messages)} tokens.\n")

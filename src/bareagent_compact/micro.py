@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Final
 
 from bareagent_compact.protocols import ArchiveHook, Message
 from bareagent_compact.serialize import render_content, tool_name_for, tool_names
 from bareagent_compact.validate import validate_messages
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_KEEP_RECENT: Final = 3
 """How many of the newest tool_result messages micro-compaction leaves untouched."""
@@ -47,8 +50,9 @@ def micro_compact(
 ) -> int:
     """Truncate tool results older than the ``keep_recent`` newest tool_result messages.
 
-    ``archive``, when given, receives every result just before it is replaced.
-    Returns how many blocks were truncated.
+    ``archive``, when given, receives every result just before it is replaced; if
+    it raises, that result is left whole (a warning is logged). Returns how many
+    blocks were truncated.
     """
     result_indexes = [i for i, m in enumerate(messages) if is_tool_result_message(m)]
     stale = result_indexes[: max(len(result_indexes) - keep_recent, 0)]
@@ -68,13 +72,19 @@ def micro_compact(
             tool_name = tool_name_for(block, names)
             chars = len(render_content(content, names))
             if archive is not None:
-                archive(
-                    {
-                        "tool_use_id": block.get("tool_use_id"),
-                        "tool_name": tool_name,
-                        "content": content,
-                    }
-                )
+                record = {
+                    "tool_use_id": block.get("tool_use_id"),
+                    "tool_name": tool_name,
+                    "content": content,
+                }
+                try:
+                    archive(record)
+                except Exception:
+                    # Truncating now would lose the only copy: keep the result.
+                    logger.warning(
+                        "archive hook failed; tool result kept untruncated", exc_info=True
+                    )
+                    continue
             block["content"] = truncation_marker(tool_name, chars)
             truncated += 1
     return truncated

@@ -72,7 +72,9 @@ class OfflineSummarizer:
 
     def __call__(self, prompt: list[Message], /) -> str:
         transcript = "\n".join(
-            m["content"] for m in prompt if m.get("role") == "user" and isinstance(m.get("content"), str)
+            m["content"]
+            for m in prompt
+            if m.get("role") == "user" and isinstance(m.get("content"), str)
         )
         return self.summarize(transcript)
 
@@ -113,7 +115,10 @@ class OfflineSummarizer:
                     last_assistant = text
         tool_line = "、".join(f"{name}×{count}" for name, count in tools.most_common(8))
         sections = [
-            ("目标 (goals)", "\n".join(f"- {g}" for g in goals[-6:] if g != "(none)") or "- (none)"),
+            (
+                "目标 (goals)",
+                "\n".join(f"- {g}" for g in goals[-6:] if g != "(none)") or "- (none)",
+            ),
             ("工具 (tools used)", tool_line or "(none)"),
             ("路径 (paths)", ", ".join(list(paths)[:12]) or "(none)"),
             ("错误 (errors)", "\n".join(f"- {e}" for e in list(errors)[-4:]) or "- (none)"),

@@ -94,8 +94,6 @@ def _serialize(messages: list[Message]) -> str:
     parts: list[str] = []
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
-            raise TypeError(
-                f"messages[{index}] must be a dict, got {type(message).__name__}"
-            )
+            raise TypeError(f"messages[{index}] must be a dict, got {type(message).__name__}")
         parts.append(f"[{message.get('role')}]\n{render_content(message.get('content'), names)}\n")
     return "\n".join(parts).strip()

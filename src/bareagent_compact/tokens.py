@@ -128,9 +128,7 @@ def quarters_to_tokens(quarters: int) -> int:
 def _iter_contents(messages: Iterable[Message]) -> Iterable[Any]:
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
-            raise TypeError(
-                f"messages[{index}] must be a dict, got {type(message).__name__}"
-            )
+            raise TypeError(f"messages[{index}] must be a dict, got {type(message).__name__}")
         yield message.get("content")
 
 
@@ -142,4 +140,6 @@ def estimate_tokens(messages: list[Message]) -> int:
     """
     if not isinstance(messages, list):
         raise TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
-    return quarters_to_tokens(sum([value_quarters(content) for content in _iter_contents(messages)]))
+    return quarters_to_tokens(
+        sum([value_quarters(content) for content in _iter_contents(messages)])
+    )

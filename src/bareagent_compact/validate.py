@@ -11,11 +11,7 @@ def validate_messages(messages: Any) -> None:
         raise TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
-            raise TypeError(
-                f"messages[{index}] must be a dict, got {type(message).__name__}"
-            )
+            raise TypeError(f"messages[{index}] must be a dict, got {type(message).__name__}")
         role = message.get("role")
         if not isinstance(role, str):
-            raise TypeError(
-                f"messages[{index}]['role'] must be a str, got {type(role).__name__}"
-            )
+            raise TypeError(f"messages[{index}]['role'] must be a str, got {type(role).__name__}")
