@@ -1,0 +1,93 @@
+"""Shared fakes: a recording provider and an in-memory transcript manager."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+
+class RecordingProvider:
+    """A summary provider that records every prompt and answers from a script."""
+
+    def __init__(self, answer: Any = "SUMMARY", events: list[str] | None = None) -> None:
+        self.answer = answer
+        self.prompts: list[list[dict[str, Any]]] = []
+        self.events = events if events is not None else []
+
+    def __call__(self, prompt: list[dict[str, Any]], /) -> Any:
+        self.events.append("provider")
+        self.prompts.append(copy.deepcopy(prompt))
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        if callable(self.answer):
+            return self.answer(prompt)
+        return self.answer
+
+
+class MemoryTranscripts:
+    """A transcript manager that keeps deep copies of every snapshot in memory."""
+
+    def __init__(self, events: list[str] | None = None, error: Exception | None = None) -> None:
+        self.saved: list[tuple[list[dict[str, Any]], str]] = []
+        self.events = events if events is not None else []
+        self.error = error
+
+    def save(self, messages: list[dict[str, Any]], session_id: str) -> None:
+        self.events.append("save")
+        if self.error is not None:
+            raise self.error
+        self.saved.append((copy.deepcopy(messages), session_id))
+
+
+@pytest.fixture
+def events() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def provider(events: list[str]) -> RecordingProvider:
+    return RecordingProvider(events=events)
+
+
+@pytest.fixture
+def transcripts(events: list[str]) -> MemoryTranscripts:
+    return MemoryTranscripts(events=events)
+
+
+def tool_round(
+    tool_id: str, name: str, output: Any, tool_input: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """An assistant tool call and the user message carrying its result."""
+    return [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input or {}}
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": output}],
+        },
+    ]
+
+
+@pytest.fixture
+def make_history() -> Callable[..., list[dict[str, Any]]]:
+    """A history with a system prompt, a user request and ``rounds`` tool rounds."""
+
+    def build(rounds: int = 5, size: int = 100, pending: bool = True) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": "You are an agent."},
+            {"role": "user", "content": "请读取配置"},
+        ]
+        for i in range(rounds):
+            messages += tool_round(f"toolu_{i}", "bash" if i % 2 else "read_file", "x" * size)
+        if not pending:
+            messages.append({"role": "assistant", "content": "done"})
+        return messages
+
+    return build
