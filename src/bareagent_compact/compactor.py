@@ -60,29 +60,27 @@ def _tool_ids(message: Message, block_type: str, key: str) -> set[Any]:
 
 
 def _paired_tail_start(head: list[Message], pending: Message) -> int:
-    """Index in ``head`` from which messages must stay verbatim so that every
-    tool result in the kept tail (pending message included) keeps its tool call."""
+    """Index in ``head`` from which messages stay verbatim so that every tool result
+    in the kept tail (pending message included) keeps its tool call.
+
+    Grows the tail backwards to the earliest message holding a needed ``tool_use``
+    until nothing more is needed (or nothing more can be found).
+    """
     start = len(head)
-    needed = _tool_ids(pending, "tool_result", "tool_use_id")
-    while needed:
-        found: set[Any] = set()
-        new_start = start
-        for index in range(start - 1, -1, -1):
-            uses = _tool_ids(head[index], "tool_use", "id") & needed
-            if uses:
-                found |= uses
-                new_start = index
-                if found >= needed:
-                    break
-        if new_start == start:
-            break
-        for message in head[new_start:start]:
+    while True:
+        needed: set[Any] = set()
+        for message in [*head[start:], pending]:
             needed |= _tool_ids(message, "tool_result", "tool_use_id")
-        needed -= found
-        for message in head[new_start:start]:
+        for message in head[start:]:
             needed -= _tool_ids(message, "tool_use", "id")
-        start = new_start
-    return start
+        earliest = start
+        if needed:
+            for index in range(start - 1, -1, -1):
+                if _tool_ids(head[index], "tool_use", "id") & needed:
+                    earliest = index
+        if earliest == start:
+            return start
+        start = earliest
 
 
 class Compactor:
@@ -185,12 +183,16 @@ class Compactor:
         pending = messages[-1] if messages and messages[-1].get("role") == "user" else None
         head = messages[:-1] if pending is not None else messages
         kept: list[Message] = []
-        if pending is not None and self.keep_tool_pairs:
-            start = _paired_tail_start(head, pending)
+        source_part = head
+        if self.keep_tool_pairs:
+            if pending is not None:
+                start = _paired_tail_start(head, pending)
+            elif head and _tool_ids(head[-1], "tool_use", "id"):
+                start = len(head) - 1  # tool calls whose results are still to come
+            else:
+                start = len(head)
             kept = [m for m in head[start:] if m.get("role") != "system"]
             source_part = head[:start]
-        else:
-            source_part = head
 
         # Step 4: the summary source excludes system messages.
         source = [m for m in source_part if m.get("role") != "system"]

@@ -1,0 +1,92 @@
+"""Tool call pairing: find_orphans and repair_tool_pairs."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from conftest import tool_round
+
+from bareagent_compact import Orphan, find_orphans, repair_tool_pairs
+
+
+def test_a_paired_history_has_no_orphans() -> None:
+    messages = [
+        {"role": "user", "content": "go"},
+        *tool_round("a", "bash", "ok"),
+        *tool_round("b", "ls", "x"),
+    ]
+    assert find_orphans(messages) == []
+
+
+def test_a_result_without_its_call_is_an_orphan() -> None:
+    messages = [
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "gone", "content": "x"}],
+        }
+    ]
+    assert find_orphans(messages) == [Orphan("tool_result", 0, 0, "gone")]
+
+
+def test_a_result_before_its_call_is_an_orphan() -> None:
+    call, result = tool_round("a", "bash", "ok")
+    messages = [result, call, {"role": "user", "content": "next"}]
+    kinds = {o.kind for o in find_orphans(messages)}
+    assert kinds == {"tool_result"}
+
+
+def test_a_call_without_a_result_is_an_orphan_unless_it_is_last() -> None:
+    call, _ = tool_round("a", "bash", "ok")
+    assert find_orphans([call]) == []  # its result is still to come
+    messages = [call, {"role": "user", "content": "never ran"}]
+    assert find_orphans(messages) == [Orphan("tool_use", 0, 0, "a")]
+
+
+def test_repair_turns_orphans_into_text_and_keeps_their_content() -> None:
+    call, _ = tool_round("a", "bash", "ok", {"command": "ls"})
+    messages: list[dict[str, Any]] = [
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "gone", "content": "OUTPUT"}],
+        },
+        call,
+        {"role": "user", "content": "next"},
+    ]
+    assert repair_tool_pairs(messages) == 2
+    assert find_orphans(messages) == []
+    first = messages[0]["content"][0]
+    assert first["type"] == "text" and "OUTPUT" in first["text"] and "gone" in first["text"]
+    second = messages[1]["content"][0]
+    assert second["type"] == "text" and '[tool_use:bash] {"command": "ls"}' in second["text"]
+
+
+def test_repair_is_deterministic_and_idempotent() -> None:
+    messages = [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "1"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "y", "name": "n", "input": {}}],
+        },
+        {"role": "user", "content": "end"},
+    ]
+    twin = copy.deepcopy(messages)
+    repair_tool_pairs(messages)
+    repair_tool_pairs(twin)
+    assert messages == twin
+    snapshot = copy.deepcopy(messages)
+    assert repair_tool_pairs(messages) == 0
+    assert messages == snapshot
+
+
+def test_repair_leaves_a_paired_history_untouched() -> None:
+    messages = [{"role": "user", "content": "go"}, *tool_round("a", "bash", "ok")]
+    before = copy.deepcopy(messages)
+    assert repair_tool_pairs(messages) == 0
+    assert messages == before
+
+
+def test_find_orphans_rejects_malformed_messages() -> None:
+    with pytest.raises(TypeError, match=r"messages\[0\]"):
+        find_orphans(["x"])  # type: ignore[list-item]
