@@ -6,9 +6,9 @@ import copy
 from typing import Any
 
 import pytest
-from conftest import tool_round
 
 from bareagent_compact import Orphan, find_orphans, repair_tool_pairs
+from conftest import tool_round
 
 
 def test_a_paired_history_has_no_orphans() -> None:

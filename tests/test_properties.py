@@ -15,7 +15,6 @@ import random
 from typing import Any
 
 import pytest
-from conftest import MemoryTranscripts, RecordingProvider
 
 from bareagent_compact import (
     Action,
@@ -25,6 +24,7 @@ from bareagent_compact import (
     estimate_tokens,
     find_orphans,
 )
+from conftest import MemoryTranscripts, RecordingProvider
 
 CASES = 3000
 

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import MemoryTranscripts, RecordingProvider, tool_round
 
 from bareagent_compact import Action, Compactor, _micro_compact, find_orphans
+from conftest import MemoryTranscripts, RecordingProvider, tool_round
 
 History = Callable[..., list[dict[str, Any]]]
 
