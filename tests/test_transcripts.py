@@ -1,0 +1,736 @@
+"""JsonlTranscriptManager: file layout, atomic saves, ordering, validation and the archive."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import stat
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bareagent_compact import Compactor, TranscriptManager
+from bareagent_compact.transcripts import (
+    ARCHIVE_SUFFIX,
+    TEMP_MAX_AGE,
+    TEMP_PREFIX,
+    JsonlTranscriptManager,
+    Snapshot,
+    check_session_id,
+)
+
+POSIX_ONLY = pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+NAME_RE = re.compile(r"(?P<sid>.+)_(\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{6})\.jsonl")
+T0 = datetime(2025, 1, 2, 3, 4, 5, 123456)
+
+
+def fixed_clock(moment: datetime = T0) -> Callable[[], datetime]:
+    return lambda: moment
+
+
+def stepping_clock(*moments: datetime) -> Callable[[], datetime]:
+    it: Iterator[datetime] = iter(moments)
+    return lambda: next(it)
+
+
+def history() -> list[dict[str, Any]]:
+    return [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "请读取配置文件，然后告诉我 🚀 是什么"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "好的"},
+                {
+                    "type": "tool_use",
+                    "id": "t1",
+                    "name": "read_file",
+                    "input": {"path": "配置.toml"},
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "1: [提供者]\n2: 🐍"}
+            ],
+        },
+        {"role": "assistant", "content": "完成 ✅"},
+    ]
+
+
+def files(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    return tmp_path / "transcripts"
+
+
+@pytest.fixture
+def mgr(store: Path) -> JsonlTranscriptManager:
+    return JsonlTranscriptManager(store)
+
+
+# -- layout and round trip ---------------------------------------------------
+
+
+def test_round_trip_keeps_cjk_and_emoji_readable_one_message_per_line(
+    mgr: JsonlTranscriptManager,
+) -> None:
+    messages = history()
+    path = mgr.save(messages, "demo")
+    assert mgr.load("demo") == messages
+    text = path.read_bytes().decode("utf-8")
+    assert "请读取配置文件" in text
+    assert "🚀" in text
+    assert "\\u" not in text
+    lines = text.split("\n")
+    assert lines[-1] == ""  # every line ends with a newline
+    assert [json.loads(line) for line in lines[:-1]] == messages
+
+
+def test_file_name_is_session_id_underscore_timestamp(mgr: JsonlTranscriptManager) -> None:
+    mgr.clock = fixed_clock()
+    path = mgr.save([], "demo")
+    assert path.name == "demo_2025-01-02T03-04-05-123456.jsonl"
+    assert path.parent == mgr.directory
+
+
+def test_session_id_with_underscores_is_parsed_from_the_right(mgr: JsonlTranscriptManager) -> None:
+    mgr.save([{"role": "user", "content": "a"}], "team_lead_2025")
+    mgr.save([{"role": "user", "content": "b"}], "team")
+    assert set(mgr.list_sessions()) == {"team_lead_2025", "team"}
+    assert mgr.load("team_lead_2025") == [{"role": "user", "content": "a"}]
+    assert mgr.load("team") == [{"role": "user", "content": "b"}]
+
+
+def test_empty_history_round_trips(mgr: JsonlTranscriptManager) -> None:
+    path = mgr.save([], "empty")
+    assert path.read_bytes() == b""
+    assert mgr.load("empty") == []
+
+
+def test_tuple_of_messages_is_accepted(mgr: JsonlTranscriptManager) -> None:
+    mgr.save(tuple(history()), "t")
+    assert mgr.load("t") == history()
+
+
+def test_satisfies_the_transcript_protocol_and_plugs_into_compactor(
+    mgr: JsonlTranscriptManager,
+) -> None:
+    assert isinstance(mgr, TranscriptManager)
+    Compactor(lambda prompt: "s", mgr, archive=mgr.archive)
+
+
+def test_directory_is_made_absolute_and_created_lazily(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    mgr = JsonlTranscriptManager("nested/store")
+    assert mgr.directory == tmp_path / "nested" / "store"
+    assert not (tmp_path / "nested").exists()
+    assert mgr.list_sessions() == []
+    assert not (tmp_path / "nested").exists()
+    mgr.save([], "s")
+    assert (tmp_path / "nested" / "store").is_dir()
+    assert repr(mgr) == f"JsonlTranscriptManager({str(tmp_path / 'nested' / 'store')!r})"
+
+
+# -- permissions ---------------------------------------------------------------
+
+
+@POSIX_ONLY
+@pytest.mark.parametrize("umask", [0o000, 0o022, 0o077])
+def test_directory_is_0700_and_files_are_0600(tmp_path: Path, umask: int) -> None:
+    old = os.umask(umask)
+    try:
+        mgr = JsonlTranscriptManager(tmp_path / "a" / "b")
+        path = mgr.save(history(), "s")
+        mgr.archive({"session_id": "s", "tool_use_id": "t", "tool_name": "x", "content": "y"})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(mgr.directory).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(mgr.archive_path("s")).st_mode) == 0o600
+
+
+@POSIX_ONLY
+def test_an_existing_directory_keeps_its_mode(tmp_path: Path) -> None:
+    directory = tmp_path / "shared"
+    directory.mkdir()
+    os.chmod(directory, 0o750)
+    JsonlTranscriptManager(directory).save([], "s")
+    assert stat.S_IMODE(os.stat(directory).st_mode) == 0o750
+
+
+# -- distinct files and ordering ---------------------------------------------
+
+
+def test_saves_in_the_same_microsecond_give_distinct_files(mgr: JsonlTranscriptManager) -> None:
+    mgr.clock = fixed_clock()
+    paths = [mgr.save([{"role": "user", "content": str(i)}], "s") for i in range(5)]
+    assert len(set(paths)) == 5
+    assert all(p.exists() for p in paths)
+    assert mgr.load("s") == [{"role": "user", "content": "4"}]
+    assert [s.path for s in mgr.snapshots("s")] == paths[::-1]
+
+
+def test_two_managers_on_one_directory_in_the_same_microsecond(store: Path) -> None:
+    first = JsonlTranscriptManager(store, clock=fixed_clock())
+    second = JsonlTranscriptManager(store, clock=fixed_clock())
+    a = first.save([{"role": "user", "content": "a"}], "s")
+    b = second.save([{"role": "user", "content": "b"}], "s")
+    assert a != b
+    assert JsonlTranscriptManager.load_snapshot(a) == [{"role": "user", "content": "a"}]
+    assert JsonlTranscriptManager.load_snapshot(b) == [{"role": "user", "content": "b"}]
+
+
+def test_saves_from_many_threads_give_distinct_complete_files(store: Path) -> None:
+    mgr = JsonlTranscriptManager(store, clock=fixed_clock())
+    paths: list[Path] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(8)
+
+    def worker(n: int) -> None:
+        try:
+            barrier.wait()
+            for i in range(10):
+                paths.append(mgr.save([{"role": "user", "content": f"{n}-{i}"}] * 20, f"s{n % 2}"))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(paths) == len(set(paths)) == 80
+    assert len([n for n in files(store) if n.endswith(".jsonl")]) == 80
+    for snapshot in mgr.snapshots():
+        assert len(mgr.load_snapshot(snapshot.path)) == 20
+    assert not [n for n in files(store) if n.startswith(TEMP_PREFIX)]
+
+
+def test_load_returns_the_newest_snapshot_by_name_not_mtime(mgr: JsonlTranscriptManager) -> None:
+    mgr.clock = stepping_clock(T0, T0 + timedelta(seconds=1), T0 + timedelta(seconds=2))
+    old = mgr.save([{"role": "user", "content": "old"}], "s")
+    mid = mgr.save([{"role": "user", "content": "mid"}], "s")
+    new = mgr.save([{"role": "user", "content": "new"}], "s")
+    now = time.time()
+    os.utime(old, (now + 100, now + 100))
+    os.utime(new, (now - 100, now - 100))
+    assert mgr.load("s") == [{"role": "user", "content": "new"}]
+    assert [s.path for s in mgr.snapshots("s")] == [new, mid, old]
+
+
+def test_a_clock_going_backwards_never_makes_a_new_save_look_older(
+    mgr: JsonlTranscriptManager,
+) -> None:
+    mgr.clock = stepping_clock(T0, T0 - timedelta(hours=1))
+    mgr.save([{"role": "user", "content": "first"}], "s")
+    second = mgr.save([{"role": "user", "content": "second"}], "s")
+    assert second.name == "s_2025-01-02T03-04-05-123457.jsonl"
+    assert mgr.load("s") == [{"role": "user", "content": "second"}]
+
+
+def test_list_sessions_is_newest_first_and_unique(mgr: JsonlTranscriptManager) -> None:
+    mgr.clock = stepping_clock(*(T0 + timedelta(minutes=i) for i in range(5)))
+    for sid in ["a", "b", "a", "c", "b"]:
+        mgr.save([], sid)
+    assert mgr.list_sessions() == ["b", "c", "a"]
+    assert mgr.get_latest_session() == "b"
+    snapshots = mgr.snapshots()
+    assert [s.session_id for s in snapshots] == ["b", "c", "a", "b", "a"]
+    assert snapshots[0].timestamp == T0 + timedelta(minutes=4)
+    assert isinstance(snapshots[0], Snapshot)
+
+
+def test_aware_clock_is_converted_to_utc_and_naive_clock_used_as_is(store: Path) -> None:
+    plus8 = timezone(timedelta(hours=8))
+    aware = JsonlTranscriptManager(store, clock=lambda: datetime(2025, 1, 2, 11, 0, tzinfo=plus8))
+    assert aware.save([], "s").name == "s_2025-01-02T03-00-00-000000.jsonl"
+    naive = JsonlTranscriptManager(store, clock=lambda: datetime(2025, 1, 2, 11, 0))
+    assert naive.save([], "s").name == "s_2025-01-02T11-00-00-000000.jsonl"
+
+
+def test_default_clock_is_utc(mgr: JsonlTranscriptManager) -> None:
+    before = datetime.now(timezone.utc).replace(tzinfo=None)
+    mgr.save([], "s")
+    after = datetime.now(timezone.utc).replace(tzinfo=None)
+    assert before <= mgr.snapshots()[0].timestamp <= after
+
+
+def test_bad_clock_is_refused(store: Path) -> None:
+    with pytest.raises(TypeError, match="clock"):
+        JsonlTranscriptManager(store, clock="now")  # type: ignore[arg-type]
+    mgr = JsonlTranscriptManager(store, clock=lambda: 12.5)  # type: ignore[arg-type,return-value]
+    with pytest.raises(TypeError, match="datetime"):
+        mgr.save([], "s")
+    assert not [n for n in files(store) if n.startswith(TEMP_PREFIX)]
+
+
+# -- resume and missing sessions ---------------------------------------------
+
+
+def test_resume_without_id_loads_the_newest_snapshot_of_any_session(
+    mgr: JsonlTranscriptManager,
+) -> None:
+    mgr.clock = stepping_clock(T0, T0 + timedelta(seconds=1), T0 + timedelta(seconds=2))
+    mgr.save([{"role": "user", "content": "a1"}], "a")
+    mgr.save([{"role": "user", "content": "b1"}], "b")
+    mgr.save([{"role": "user", "content": "a2"}], "a")
+    assert mgr.resume() == [{"role": "user", "content": "a2"}]
+    assert mgr.resume("b") == [{"role": "user", "content": "b1"}]
+
+
+def test_missing_sessions_raise_file_not_found(mgr: JsonlTranscriptManager) -> None:
+    with pytest.raises(FileNotFoundError):
+        mgr.resume()
+    with pytest.raises(FileNotFoundError, match="'nope'"):
+        mgr.load("nope")
+    mgr.save([], "other")
+    with pytest.raises(FileNotFoundError):
+        mgr.resume("nope")
+    assert mgr.get_latest_session() == "other"
+
+
+def test_missing_directory_lists_nothing(tmp_path: Path) -> None:
+    mgr = JsonlTranscriptManager(tmp_path / "absent")
+    assert mgr.list_sessions() == []
+    assert mgr.snapshots() == []
+    assert mgr.get_latest_session() is None
+    assert mgr.load_archive("s") == []
+    assert not (tmp_path / "absent").exists()
+
+
+# -- reading other files in the directory ----------------------------------------
+
+
+def test_other_files_are_ignored(mgr: JsonlTranscriptManager, store: Path) -> None:
+    path = mgr.save([{"role": "user", "content": "real"}], "s")
+    for name in [
+        "notes.jsonl",
+        "s_notatime.jsonl",
+        "s_2025-13-40T99-99-99-000000.jsonl",
+        ".hidden_2025-01-02T03-04-05-000000.jsonl",
+        "s_2099-01-02T03-04-05-000000.txt",
+        "README.md",
+    ]:
+        (store / name).write_text("not json", encoding="utf-8")
+    (store / "d_2099-01-02T03-04-05-000000.jsonl").mkdir()
+    assert mgr.list_sessions() == ["s"]
+    assert [s.path for s in mgr.snapshots()] == [path]
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+def test_symlinked_snapshots_are_ignored(mgr: JsonlTranscriptManager, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text('{"role": "user", "content": "outside"}\n', encoding="utf-8")
+    mgr.save([], "s")
+    try:
+        (mgr.directory / "evil_2099-01-01T00-00-00-000000.jsonl").symlink_to(outside)
+    except OSError:  # pragma: no cover - e.g. Windows without the privilege
+        pytest.skip("cannot create symlinks here")
+    assert mgr.list_sessions() == ["s"]
+
+
+def test_bareagent_files_are_read(store: Path) -> None:
+    store.mkdir()
+    (store / "old_2024-05-06T07-08-09.jsonl").write_text(
+        '{"role": "user", "content": "legacy"}\n\n', encoding="utf-8"
+    )
+    (store / "old_2024-05-06T07-08-09-000001.jsonl").write_text(
+        '{"role": "user", "content": "newer"}\n', encoding="utf-8"
+    )
+    mgr = JsonlTranscriptManager(store)
+    assert mgr.list_sessions() == ["old"]
+    assert mgr.load("old") == [{"role": "user", "content": "newer"}]
+    assert mgr.load_snapshot(store / "old_2024-05-06T07-08-09.jsonl") == [
+        {"role": "user", "content": "legacy"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "line", "reason"),
+    [
+        (b'{"role": "user"}\n{"role": "assistant"}\n{"role": oops}\n', 3, "invalid JSON"),
+        (b'{"role": "user"}\n\xff\xfe\n', 2, "invalid UTF-8"),
+        (b'{"role": "user"}\n[1, 2]\n', 2, "expected a JSON object"),
+        (b'{"role": "user", "content": "cut', 1, "invalid JSON"),
+    ],
+)
+def test_a_corrupt_file_raises_value_error_naming_path_and_line(
+    store: Path, body: bytes, line: int, reason: str
+) -> None:
+    store.mkdir()
+    path = store / "s_2025-01-02T03-04-05-000000.jsonl"
+    path.write_bytes(body)
+    mgr = JsonlTranscriptManager(store)
+    with pytest.raises(ValueError, match=reason) as info:
+        mgr.load("s")
+    assert str(path) in str(info.value)
+    assert f"line {line}" in str(info.value)
+
+
+# -- temporary files ---------------------------------------------------------
+
+
+def test_leftover_temp_files_are_ignored_and_stale_ones_removed(
+    mgr: JsonlTranscriptManager, store: Path
+) -> None:
+    mgr.save([{"role": "user", "content": "kept"}], "s")
+    stale = store / f"{TEMP_PREFIX}deadbeef"
+    fresh = store / f"{TEMP_PREFIX}cafebabe"
+    stale.write_bytes(b'{"role": "user", "content": "half')
+    fresh.write_bytes(b'{"role": "user", "content": "in flight')
+    old = time.time() - TEMP_MAX_AGE - 5
+    os.utime(stale, (old, old))
+    assert mgr.list_sessions() == ["s"]
+    assert mgr.load("s") == [{"role": "user", "content": "kept"}]
+    assert stale.exists()  # readers never delete anything
+
+    mgr.save([], "t")
+    assert not stale.exists()
+    assert fresh.exists()
+
+
+def test_a_failed_write_leaves_no_temp_file(
+    mgr: JsonlTranscriptManager, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mgr.save([], "s")
+    before = files(store)
+
+    def broken_fsync(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="No space"):
+        mgr.save(history(), "s")
+    monkeypatch.undo()
+    assert files(store) == before
+
+
+def test_a_failed_rename_leaves_no_temp_file(
+    mgr: JsonlTranscriptManager, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_replace(src: Any, dst: Any) -> None:
+        raise PermissionError("denied")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(PermissionError):
+        mgr.save(history(), "s")
+    monkeypatch.undo()
+    assert files(store) == []
+
+
+# -- session id validation -----------------------------------------------------
+
+BAD_IDS = [
+    "../x",
+    "/etc/x",
+    "a/b",
+    "..",
+    ".",
+    ".hidden",
+    "x\x00",
+    "a\\b",
+    "..\\x",
+    "C:x",
+    "a<b",
+    "a>b",
+    'a"b',
+    "a|b",
+    "a?b",
+    "a*b",
+    "",
+    "x" * 129,
+    "é" * 101,  # 101 characters but 202 bytes
+    "line\nbreak",
+    "tab\there",
+    "bell\x07",
+    "del\x7f",
+    "rtl\u202eoverride",
+    "zero\u200bwidth",
+    "surrogate\udc80",
+    "CON",
+    "nul.txt",
+    "com1",
+    "LPT9 .x",
+]
+
+
+@pytest.mark.parametrize("bad", BAD_IDS)
+def test_unsafe_session_ids_are_refused_before_touching_the_disk(tmp_path: Path, bad: str) -> None:
+    store = tmp_path / "store"
+    mgr = JsonlTranscriptManager(store)
+    record = {"session_id": bad, "tool_use_id": "t", "tool_name": "x", "content": "secret"}
+    calls: list[Callable[[], object]] = [
+        lambda: mgr.save([{"role": "user", "content": "secret"}], bad),
+        lambda: mgr.load(bad),
+        lambda: mgr.resume(bad),
+        lambda: mgr.snapshots(bad),
+        lambda: mgr.archive(record),
+        lambda: mgr.load_archive(bad),
+        lambda: mgr.archive_path(bad),
+        lambda: check_session_id(bad),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match="session_id"):
+            call()
+    assert files(tmp_path) == []  # not even the store directory was created
+
+
+def test_traversal_ids_write_nothing_outside_an_existing_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    mgr = JsonlTranscriptManager("store")
+    mgr.save([], "ok")
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    for bad in ["../x", "/etc/x", "a/b", "..", "x\x00", "../../escape", "store/../../y"]:
+        with pytest.raises(ValueError):
+            mgr.save([{"role": "user", "content": "secret"}], bad)
+        with pytest.raises(ValueError):
+            mgr.archive({"session_id": bad, "tool_name": "x", "content": "secret"})
+    after = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert after == before
+
+
+def test_non_string_session_ids_are_a_type_error(mgr: JsonlTranscriptManager) -> None:
+    for bad in [None, 3, b"bytes", Path("x")]:
+        with pytest.raises(TypeError, match="session_id must be a str"):
+            mgr.save([], bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "good", ["a", "a_b", "agent-1", "a.b", "with space", "会话", "x" * 128, "é" * 100, "CONSOLE"]
+)
+def test_plain_names_are_accepted(mgr: JsonlTranscriptManager, good: str) -> None:
+    assert check_session_id(good) == good
+    mgr.save([{"role": "user", "content": good}], good)
+    assert mgr.list_sessions() == [good]
+    assert mgr.load(good) == [{"role": "user", "content": good}]
+
+
+def test_session_ids_are_nfc_normalised(mgr: JsonlTranscriptManager) -> None:
+    decomposed = "cafe\u0301"
+    composed = "caf\u00e9"
+    path = mgr.save([], decomposed)
+    assert path.name.startswith(composed + "_")
+    assert mgr.list_sessions() == [composed]
+    assert mgr.load(decomposed) == []
+    assert mgr.load(composed) == []
+
+
+# -- content JSON cannot encode ------------------------------------------------
+
+
+class Opaque:
+    def __str__(self) -> str:
+        return "<opaque>"
+
+
+def test_non_json_values_are_saved_as_text_with_a_warning(
+    mgr: JsonlTranscriptManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "secret token abc123"},
+        {"role": "assistant", "content": [{"type": "text", "text": Opaque()}], "raw": b"\x00"},
+        {"role": "user", "content": {(1, 2): "tuple key", 3: "int key"}},
+    ]
+    with caplog.at_level(logging.WARNING, logger="bareagent_compact.transcripts"):
+        mgr.save(messages, "s")
+    assert mgr.load("s") == [
+        {"role": "user", "content": "secret token abc123"},
+        {"role": "assistant", "content": [{"type": "text", "text": "<opaque>"}], "raw": "b'\\x00'"},
+        {"role": "user", "content": {"(1, 2)": "tuple key", "3": "int key"}},
+    ]
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING
+    text = record.getMessage()
+    assert "3 value(s)" in text
+    assert "Opaque" in text and "bytes" in text and "tuple" in text
+    assert "secret" not in text and "<opaque>" not in text and "tuple key" not in text
+
+
+def test_json_values_do_not_warn(
+    mgr: JsonlTranscriptManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger="bareagent_compact.transcripts"):
+        mgr.save(history(), "s")
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_unpaired_surrogates_round_trip_as_escapes(mgr: JsonlTranscriptManager) -> None:
+    messages = [{"role": "user", "content": "ls: bad name \udcff here, 你好"}]
+    path = mgr.save(messages, "s")
+    text = path.read_bytes().decode("utf-8")  # still valid UTF-8
+    assert "\\udcff" in text and "你好" in text
+    assert mgr.load("s") == messages
+
+
+@pytest.mark.parametrize("kind", ["cycle", "deep"])
+def test_cyclic_or_too_deep_content_raises_and_writes_nothing(
+    mgr: JsonlTranscriptManager, store: Path, kind: str
+) -> None:
+    mgr.save([], "s")
+    before = files(store)
+    content: Any
+    if kind == "cycle":
+        content = []
+        content.append(content)
+    else:
+        content = "leaf"
+        for _ in range(sys.getrecursionlimit() + 100):
+            content = [content]
+    with pytest.raises(ValueError, match="JSON"):
+        mgr.save([{"role": "user", "content": "ok"}, {"role": "user", "content": content}], "s")
+    assert files(store) == before
+    assert mgr.load("s") == []
+
+
+def test_cycle_through_a_non_string_key_dict_raises(mgr: JsonlTranscriptManager) -> None:
+    content: dict[Any, Any] = {(1,): "x"}
+    content["self"] = content
+    with pytest.raises(ValueError, match="Circular"):
+        mgr.save([{"role": "user", "content": content}], "s")
+
+
+def test_messages_must_be_a_list_of_dicts(mgr: JsonlTranscriptManager, store: Path) -> None:
+    with pytest.raises(TypeError, match="list"):
+        mgr.save("hello", "s")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"messages\[1\]"):
+        mgr.save([{"role": "user"}, "text"], "s")  # type: ignore[list-item]
+    assert not store.exists()
+
+
+# -- the archive of truncated tool results -------------------------------------
+
+
+def record(sid: str, tool_id: str, content: Any) -> dict[str, Any]:
+    return {"session_id": sid, "tool_use_id": tool_id, "tool_name": "bash", "content": content}
+
+
+def test_archive_appends_one_line_per_record_in_order(mgr: JsonlTranscriptManager) -> None:
+    first = record("s", "t1", "第一个输出 🧪")
+    second = record("s", "t2", [{"type": "text", "text": "blocks"}])
+    mgr.archive(first)
+    mgr.archive(second)
+    mgr.archive(record("other", "t3", "x"))
+    path = mgr.archive_path("s")
+    assert path.name == "s" + ARCHIVE_SUFFIX
+    text = path.read_bytes().decode("utf-8")
+    assert text.count("\n") == 2 and "第一个输出 🧪" in text
+    assert mgr.load_archive("s") == [first, second]
+    assert mgr.load_archive("other") == [record("other", "t3", "x")]
+    assert mgr.load_archive("none") == []
+
+
+def test_archive_files_are_never_taken_for_snapshots(mgr: JsonlTranscriptManager) -> None:
+    for sid in ["s", "s_2025-01-02T03-04-05-000000", "x.archive"]:
+        mgr.archive(record(sid, "t", "x"))
+    assert mgr.list_sessions() == []
+    with pytest.raises(FileNotFoundError):
+        mgr.load("s")
+    with pytest.raises(FileNotFoundError):
+        mgr.resume()
+    mgr.save([], "s")
+    assert mgr.list_sessions() == ["s"]
+
+
+def test_archive_refuses_bad_records(mgr: JsonlTranscriptManager, store: Path) -> None:
+    with pytest.raises(TypeError):
+        mgr.archive(["not", "a", "dict"])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="session_id"):
+        mgr.archive({"tool_name": "x", "content": "y"})
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    with pytest.raises(ValueError, match="JSON"):
+        mgr.archive(record("s", "t", cyclic))
+    assert files(store) == []
+
+
+def test_archive_non_json_content_is_text_with_a_warning(
+    mgr: JsonlTranscriptManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="bareagent_compact.transcripts"):
+        mgr.archive(record("s", "t", b"raw bytes"))
+    assert mgr.load_archive("s")[0]["content"] == "b'raw bytes'"
+    assert "bytes" in caplog.text and "raw bytes" not in caplog.text
+
+
+def test_a_torn_archive_line_is_skipped_and_the_next_append_starts_fresh(
+    mgr: JsonlTranscriptManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    mgr.archive(record("s", "t1", "one"))
+    with open(mgr.archive_path("s"), "ab") as f:
+        f.write(b'{"session_id": "s", "tool_use_id": "t2", "cont')  # a killed writer
+    with caplog.at_level(logging.WARNING, logger="bareagent_compact.transcripts"):
+        assert mgr.load_archive("s") == [record("s", "t1", "one")]
+    assert "line 2" in caplog.text and str(mgr.archive_path("s")) in caplog.text
+    mgr.archive(record("s", "t3", "three"))
+    assert mgr.load_archive("s") == [record("s", "t1", "one"), record("s", "t3", "three")]
+
+
+def test_compactor_archives_what_it_truncates_and_snapshots_before_summarising(
+    mgr: JsonlTranscriptManager,
+) -> None:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "sys"}]
+    for i in range(5):
+        messages += [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"t{i}", "name": "bash", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": f"输出{i}"}],
+            },
+        ]
+    compactor = Compactor(lambda prompt: "总结", mgr, session_id="run", archive=mgr.archive)
+    compactor(messages, force=True)
+    archived = mgr.load_archive("run")
+    assert [(r["session_id"], r["tool_use_id"], r["content"]) for r in archived] == [
+        ("run", "t0", "输出0"),
+        ("run", "t1", "输出1"),
+    ]
+    snapshot = mgr.load("run")
+    assert snapshot[2]["content"][0]["content"].startswith("[truncated: bash result")
+    assert snapshot[-1]["content"][0]["content"] == "输出4"
+    assert messages[1]["content"].endswith("总结")
+
+
+def test_compactor_with_an_unsafe_session_id_keeps_results_and_writes_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    mgr = JsonlTranscriptManager(tmp_path / "store")
+    messages: list[dict[str, Any]] = []
+    for i in range(4):
+        messages += [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"t{i}", "name": "bash", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": "out"}],
+            },
+        ]
+    compactor = Compactor(lambda prompt: "s", mgr, session_id="../escape", archive=mgr.archive)
+    with caplog.at_level(logging.WARNING):
+        compactor(messages, force=True)
+    assert messages[1]["content"][0]["content"] == "out"  # archive refused: kept whole
+    assert files(tmp_path) == []
