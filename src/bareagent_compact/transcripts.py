@@ -107,18 +107,19 @@ def check_session_id(session_id: object) -> str:
         raise TypeError(f"session_id must be a str, got {type(session_id).__name__}")
     if not session_id:
         raise ValueError("session_id must not be empty")
+    if len(session_id) <= MAX_SESSION_ID_CHARS:
+        for char in session_id:
+            if char in _FORBIDDEN_CHARS or not char.isprintable():
+                raise ValueError(
+                    f"session_id must be a plain file name; {char!r} is not allowed "
+                    f"in {_shown(session_id)}"
+                )
+        session_id = unicodedata.normalize("NFC", session_id)
     if len(session_id) > MAX_SESSION_ID_CHARS:
         raise ValueError(
             f"session_id must be at most {MAX_SESSION_ID_CHARS} characters, "
             f"got {len(session_id)}: {_shown(session_id)}"
         )
-    for char in session_id:
-        if char in _FORBIDDEN_CHARS or not char.isprintable():
-            raise ValueError(
-                f"session_id must be a plain file name; {char!r} is not allowed "
-                f"in {_shown(session_id)}"
-            )
-    session_id = unicodedata.normalize("NFC", session_id)
     if session_id.startswith("."):
         raise ValueError(f"session_id must not start with '.', got {_shown(session_id)}")
     if len(session_id.encode("utf-8")) > MAX_SESSION_ID_BYTES:
@@ -440,10 +441,11 @@ class JsonlTranscriptManager:
             raise TypeError(f"archive record must be a dict, got {type(record).__name__}")
         if "session_id" not in record:
             raise ValueError("archive record has no 'session_id'")
-        path = self.archive_path(record["session_id"])
+        session_id = check_session_id(record["session_id"])
+        path = self.archive_path(session_id)
         fallbacks: Counter[str] = Counter()
         line = _encode_line(record, fallbacks)
-        _log_fallbacks("archive record", path.name[: -len(ARCHIVE_SUFFIX)], fallbacks)
+        _log_fallbacks("archive record", session_id, fallbacks)
 
         self._ensure_directory()
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | _O_BINARY | _O_NOFOLLOW
@@ -482,7 +484,11 @@ class JsonlTranscriptManager:
             try:
                 records.append(_decode_line(path, number, raw))
             except ValueError:
-                logger.warning("skipping incomplete line %d of archive %s", number, path)
+                logger.warning(
+                    "skipping unreadable line %d of archive %s (an interrupted append)",
+                    number,
+                    path,
+                )
         return records
 
     # -- helpers -------------------------------------------------------------
