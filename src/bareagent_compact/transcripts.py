@@ -298,7 +298,7 @@ class JsonlTranscriptManager:
     """Saves, lists and loads transcript snapshots under one directory.
 
     Snapshots are ``{session_id}_{timestamp}.jsonl``, one JSON message per line.
-    ``save`` is atomic and never overwrites an earlier snapshot; ``load`` and
+    ``save`` is atomic and gives every snapshot its own file; ``load`` and
     ``resume`` read the newest by the timestamp in the file name. ``archive``
     appends tool results that micro-compaction truncates to
     ``{session_id}.archive.jsonl``, so pass ``archive=mgr.archive`` to
