@@ -22,6 +22,7 @@ from bareagent_compact.protocols import (
 from bareagent_compact.result import Action, CompactionResult
 from bareagent_compact.serialize import _serialize
 from bareagent_compact.tokens import estimate_tokens
+from bareagent_compact.transcripts import JsonlTranscriptManager, Snapshot
 
 __version__ = "0.1.0"
 
@@ -36,10 +37,12 @@ __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
     "DEFAULT_THRESHOLD",
     "HasText",
+    "JsonlTranscriptManager",
     "Message",
     "OfflineSummarizer",
     "Orphan",
     "SUMMARY_PREFIX",
+    "Snapshot",
     "SummaryProvider",
     "TokenCounter",
     "TranscriptManager",
