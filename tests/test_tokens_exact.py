@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from bareagent_compact import tokens
+from bareagent_compact._json import to_json
 from bareagent_compact.tokens import (
     CJK_RANGES,
     MAX_DEPTH,
@@ -68,7 +70,7 @@ def reference_value(value: Any) -> float:
         return 0.0
     if isinstance(value, list):
         return sum(reference_value(item) for item in value)
-    if isinstance(value, dict):
+    if isinstance(value, dict) and "type" in value:  # a block; other dicts are data
         if value.get("type") == "tool_use":
             total = reference_value(value["name"]) if value.get("name") is not None else 0.0
             if "input" in value:
@@ -189,7 +191,8 @@ def test_random_strings_match_reference(seed: int) -> None:
 
 def test_lone_surrogates_that_would_pair_into_cjk_stay_other() -> None:
     # U+20000 is \ud840\udc00 in UTF-16; as two lone code points each weighs 0.5.
-    for text in ["\ud840\udc00", "\ud869\udedf", "\ud87e\udc00", "a\ud840\udc00b" * 50]:
+    fakes = ["\ud840\udc00", "\ud869\udedf", "\ud87e\udc00", "a\ud840\udc00b" * 50]
+    for text in [*fakes, *(fake + "\U0001f600" for fake in fakes), "\ud840\udc00\U00020000"]:
         assert text_quarters(text) == 4 * reference_text(text)
     assert text_quarters("\ud840\udc00") == 4
     assert text_quarters("\U00020000") == 6
@@ -310,3 +313,95 @@ def test_type_errors_name_what_came() -> None:
         estimate_tokens(())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"messages\[1\] must be a dict, got str"):
         estimate_tokens([{"role": "user", "content": "x"}, "oops"])  # type: ignore[list-item]
+
+
+def test_many_small_strings_are_weighed_as_one_by_one() -> None:
+    rng = random.Random(11)
+    blocks: list[Any] = []
+    for _ in range(3000):
+        text = random_text(rng, 60)
+        blocks.append({"type": "text", "text": text} if rng.random() < 0.5 else text)
+    messages = [{"role": "user", "content": blocks}, {"role": "user", "content": "x" * 5000}]
+    assert estimate_tokens(messages) == reference_estimate(messages)
+    expected = sum(text_quarters(b if isinstance(b, str) else b["text"]) for b in blocks)
+    assert value_quarters(blocks) == expected
+
+
+def test_lone_surrogates_in_neighbouring_strings_do_not_pair() -> None:
+    halves = [{"type": "text", "text": "\ud840"}, {"type": "text", "text": "\udc00"}]
+    messages = [{"role": "user", "content": halves}, {"role": "user", "content": "\udc00"}]
+    assert estimate_tokens(messages) == reference_estimate(messages) == 2  # 1.5 rounded up
+    assert value_quarters(["\ud840", "\udc00"]) == 4
+
+
+class _Opaque:
+    def __str__(self) -> str:
+        return "opaque “object” 对象"
+
+
+def test_values_weighed_as_json_text_match_one_by_one_encoding() -> None:
+    values: list[Any] = [
+        0,
+        -1.5,
+        1e300,
+        float("nan"),
+        True,
+        {"command": "ls -la\n\t“x”", "n": [1, None, {"深": "层"}]},
+        [],
+        {},
+        {"k": b"bytes", "s": {1}},
+        _Opaque(),
+        "plain",
+        {"键": "值", "tab": "\t", "quote": '"'},
+    ]
+    for value in values:
+        block = {"type": "tool_use", "name": "t", "input": value}
+        expected = 0.25 + reference_text(value if isinstance(value, str) else to_json(value))
+        assert value_quarters(block) == 4 * expected, value
+    blocks = [{"type": "tool_use", "name": "t", "input": v} for v in values]
+    expected_all = sum(value_quarters(block) for block in blocks)
+    assert value_quarters(blocks) == expected_all
+    assert value_quarters([*values, *values]) == 2 * sum(value_quarters([v]) for v in values)
+
+
+def test_the_first_error_in_reading_order_is_raised() -> None:
+    cycle: dict[str, Any] = {}
+    cycle["self"] = cycle
+    messages: list[Any] = [
+        {"role": "user", "content": [{"type": "tool_use", "name": "t", "input": cycle}]},
+        "not a message",
+    ]
+    with pytest.raises(ValueError, match="cannot be encoded as JSON"):
+        estimate_tokens(messages)
+    deep: Any = "x"
+    for _ in range(MAX_DEPTH + 5):
+        deep = [deep]
+    messages[1] = {"role": "user", "content": deep}
+    with pytest.raises(ValueError, match="cannot be encoded as JSON"):
+        estimate_tokens(messages)
+    messages[0] = {"role": "user", "content": [{"type": "tool_use", "name": "t", "input": 1}]}
+    with pytest.raises(ValueError, match="nested more than"):
+        estimate_tokens(messages)
+    messages[1] = "not a message"
+    with pytest.raises(TypeError, match=r"messages\[1\] must be a dict, got str"):
+        estimate_tokens(messages)
+    bad_key = {(1, 2): "tuple keys are not JSON"}
+    with pytest.raises(TypeError, match="keys must be"):
+        estimate_tokens([{"role": "user", "content": [{"type": "tool_use", "input": bad_key}]}])
+
+
+def test_every_whitespace_character_is_in_the_reference_set() -> None:
+    # Guards the fast path's whitespace tables against a change in Unicode data.
+    spaces = [c for c in map(chr, range(0x110000)) if c.isspace()]
+    assert "".join(spaces) == UNICODE_SPACES
+    assert {c for c in spaces if ord(c) > 0xFF} - {"\u3000"} == set(tokens._WIDE_SPACE)
+
+
+def test_nesting_exactly_at_the_limit_is_counted() -> None:
+    content: Any = "abcd"
+    for _ in range(MAX_DEPTH + 1):
+        content = [content]
+    assert estimate_tokens([{"role": "user", "content": content}]) == 1
+    assert value_quarters(content) == 4
+    with pytest.raises(ValueError, match="nested more than"):
+        value_quarters(content, 1)

@@ -5,14 +5,20 @@ character weighs, in this order of precedence: CJK 1.5, ASCII letter or digit
 0.25, whitespace (``str.isspace``) 0.25, anything else 0.5. The grand total is
 rounded up. Internally everything is counted in exact integer quarters.
 
-The hot path avoids per-character Python work: an ASCII string is classified by
-one ``bytes.translate``; other strings use their Latin-1 and UTF-16 encodings,
-which expose character classes by Unicode block at C speed.
+The hot path does no per-character Python work. An ASCII string is classified
+by one ``bytes.translate``. Any other string is classified by Unicode block
+through two encodings: its Latin-1 bytes (with ``ignore``, so only characters
+up to U+00FF remain) settle the characters of the first block, and the high
+bytes of its UTF-16 code units put every other character in its 256-character
+block. Only the few blocks that are partly CJK or partly whitespace need a
+closer look, and only when they occur. Long strings are processed in slices so
+that the temporary byte strings stay small and in cache.
 """
 
 from __future__ import annotations
 
 import re
+from codecs import utf_16_le_encode as _utf_16_le_encode
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -42,51 +48,196 @@ _CJK_Q: Final = 6
 _LIGHT_Q: Final = 1  # ASCII letter/digit or whitespace
 _OTHER_Q: Final = 2
 
+# Whitespace (str.isspace) above U+00FF; U+3000 is CJK, which takes precedence.
+_WIDE_SPACE: Final = (
+    "\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f"
+)
+
+
+def _is_cjk(code: int) -> bool:
+    return any(lo <= code <= hi for lo, hi in CJK_RANGES)
+
+
+def _block_cover(block: int) -> int:
+    """How many characters of the 256-character BMP block ``block`` are CJK."""
+    first, last = block << 8, block << 8 | 0xFF
+    return sum(max(0, min(hi, last) - max(lo, first) + 1) for lo, hi in CJK_RANGES)
+
+
+def _char_class(spans: Iterable[tuple[int, int]]) -> re.Pattern[str]:
+    """A pattern matching one character of any of the inclusive ranges ``spans``."""
+    return re.compile("[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in spans) + "]")
+
+
+def _spans(codes: Iterable[int]) -> list[tuple[int, int]]:
+    """``codes`` as inclusive ranges of consecutive codes."""
+    spans: list[tuple[int, int]] = []
+    for code in sorted(codes):
+        if spans and spans[-1][1] == code - 1:
+            spans[-1] = (spans[-1][0], code)
+        else:
+            spans.append((code, code))
+    return spans
+
+
+def _lead_unit(code: int) -> int:
+    """The leading (high) surrogate of an astral code point in UTF-16."""
+    return 0xD800 + ((code - 0x10000) >> 10)
+
+
 # Latin-1 characters weighing 0.25: ASCII letters and digits, and every
 # character <= U+00FF for which str.isspace() is true.
 _LIGHT_LATIN1: Final = bytes(
     c for c in range(256) if (c < 128 and chr(c).isalnum()) or chr(c).isspace()
 )
-# UTF-16 high bytes whose whole 256-character block is CJK.
-_CJK_FULL_HIGH: Final = bytes(
-    h
-    for h in range(256)
-    if all(any(lo <= (h << 8) | x <= hi for lo, hi in CJK_RANGES[:7]) for x in (0, 255))
+# UTF-16 high bytes that need no closer look: 0 (the Latin-1 block, settled by
+# the Latin-1 encoding) and the blocks that are CJK from end to end. Every other
+# code unit counts as a character weighing 0.5, unless its block is spotted below.
+_SETTLED_HIGH: Final = bytes(h for h in range(256) if h == 0 or _block_cover(h) == 256)
+
+# Blocks whose characters do not all weigh alike: partly CJK (U+4Dxx, U+D7xx) or
+# holding whitespace (U+16xx, U+20xx). For each: the low bytes of the characters
+# that differ, the quarters each of them adds, and a pattern matching them.
+_SPOT_CODES: Final = {
+    **{
+        h: [h << 8 | x for x in range(256) if _is_cjk(h << 8 | x)]
+        for h in range(256)
+        if 0 < _block_cover(h) < 256
+    },
+    **{
+        h: [ord(c) for c in _WIDE_SPACE if ord(c) >> 8 == h]
+        for h in {ord(c) >> 8 for c in _WIDE_SPACE}
+    },
+}
+_SPOTS: Final = {
+    h: (
+        bytes(code & 0xFF for code in codes),
+        _CJK_Q - _OTHER_Q if _is_cjk(codes[0]) else _LIGHT_Q - _OTHER_Q,
+        _char_class(_spans(codes)),
+    )
+    for h, codes in sorted(_SPOT_CODES.items())
+}
+
+# Astral CJK characters are surrogate pairs in UTF-16. The high byte of their
+# leading surrogate is flagged; its low byte tells whether to look closer.
+_ASTRAL_CJK_RANGES: Final = [(lo, hi) for lo, hi in CJK_RANGES if lo > 0xFFFF]
+_ASTRAL_CJK_RE: Final = _char_class(_ASTRAL_CJK_RANGES)
+_ASTRAL_CJK_LEAD_UNITS: Final = sorted(
+    {u for lo, hi in _ASTRAL_CJK_RANGES for u in range(_lead_unit(lo), _lead_unit(hi) + 1)}
 )
-# Blocks only partly CJK (U+4Dxx, U+D7xx) and surrogates (astral characters and
-# lone surrogates) are settled by a regular expression, only when present.
-_PARTIAL_HIGH: Final = b"\x4d\xd7" + bytes(range(0xD8, 0xE0))
-_PARTIAL_CJK_RE: Final = re.compile(
-    "[\u4d00-\u4dbf\ud700-\ud7af\U00020000-\U0002a6df\U0002f800-\U0002fa1f]"
+_ASTRAL_CJK_LEADS: Final = {
+    h: bytes(u & 0xFF for u in _ASTRAL_CJK_LEAD_UNITS if u >> 8 == h)
+    for h in sorted({u >> 8 for u in _ASTRAL_CJK_LEAD_UNITS})
+}
+
+# High bytes other than these are dropped before the spotted blocks are counted.
+_UNFLAGGED_HIGH: Final = bytes(
+    h for h in range(256) if h not in _SPOTS and h not in _ASTRAL_CJK_LEADS
 )
-# Whitespace above U+00FF lives in the U+16xx and U+20xx blocks (U+3000 is CJK).
-_WIDE_SPACE_HIGH: Final = b"\x16\x20"
-_WIDE_SPACE_RE: Final = re.compile("[\u1680\u2000-\u200a\u2028\u2029\u202f\u205f]")
+
+_CHUNK: Final = 1 << 15
+"""Longer strings are classified this many characters at a time."""
+_SMALL: Final = 2048
+"""Strings up to this length are joined with their neighbours and classified together."""
+_SPOT_CHECK_RATIO: Final = 32
+"""Up to one code unit in this many, a block's units are checked one by one."""
 
 
-def _wide_adjustment(text: str) -> int:
-    """Quarters to add for characters above U+00FF (all counted as "other" so far)."""
-    high = text.encode("utf-16-le", "surrogatepass")[1::2]
-    cjk = len(high) - len(high.translate(None, _CJK_FULL_HIGH))
-    if len(high.translate(None, _PARTIAL_HIGH)) != len(high):
-        cjk += len(_PARTIAL_CJK_RE.findall(text))
-    adjustment = cjk * (_CJK_Q - _OTHER_Q)
-    if len(high.translate(None, _WIDE_SPACE_HIGH)) != len(high):
-        adjustment -= len(_WIDE_SPACE_RE.findall(text)) * (_OTHER_Q - _LIGHT_Q)
-    return adjustment
+def _spot_count(units: bytes, high: bytes, block: int, count: int, lows: bytes) -> int | None:
+    """How many of the ``count`` code units of ``block`` have a low byte in ``lows``.
+
+    ``None`` when they are too many to check one by one.
+    """
+    if count * _SPOT_CHECK_RATIO > len(high):
+        return None
+    find = high.find
+    found = 0
+    position = -1
+    for _ in range(count):
+        position = find(block, position + 1)
+        if units[2 * position] in lows:
+            found += 1
+    return found
+
+
+def _mixed_quarters(text: str) -> int:
+    """Quarters of a non-ASCII string (of at most about ``_CHUNK`` characters)."""
+    length = len(text)
+    narrow = text.encode("latin-1", "ignore")
+    narrow_length = len(narrow)
+    quarters = _OTHER_Q * length - narrow_length + len(narrow.translate(None, _LIGHT_LATIN1))
+    if narrow_length == length:
+        return quarters
+    units = _utf_16_le_encode(text, "surrogatepass")[0]
+    high = units[1::2]
+    rest = high.translate(None, _SETTLED_HIGH)
+    quarters += (_CJK_Q - _OTHER_Q) * (len(high) - len(rest) - narrow_length)
+    flagged = rest.translate(None, _UNFLAGGED_HIGH) if rest else rest
+    if not flagged:
+        return quarters
+    for block, (lows, delta, pattern) in _SPOTS.items():
+        count = flagged.count(block)
+        if count:
+            found = _spot_count(units, high, block, count, lows)
+            if found is None:
+                found = len(pattern.findall(text))
+            quarters += delta * found
+    if len(high) != length:  # surrogate pairs: astral characters are present
+        for block, lows in _ASTRAL_CJK_LEADS.items():
+            count = flagged.count(block)
+            if count and _spot_count(units, high, block, count, lows) != 0:
+                quarters += (_CJK_Q - _OTHER_Q) * len(_ASTRAL_CJK_RE.findall(text))
+                break
+    return quarters
 
 
 def text_quarters(text: str) -> int:
     """The weight of one string, in quarter tokens (exact)."""
     length = len(text)
+    if length <= _CHUNK:
+        if text.isascii():
+            return length + len(text.encode("ascii").translate(None, _LIGHT_LATIN1))
+        return _mixed_quarters(text)
     if text.isascii():
-        heavy = len(text.encode("ascii").translate(None, _LIGHT_LATIN1))
-        return length + heavy
-    narrow = text.encode("latin-1", "ignore")
-    light = len(narrow) - len(narrow.translate(None, _LIGHT_LATIN1))
-    quarters = _OTHER_Q * length - light
-    if len(narrow) != length:
-        quarters += _wide_adjustment(text)
+        return length + sum(
+            [
+                len(text[i : i + _CHUNK].encode("ascii").translate(None, _LIGHT_LATIN1))
+                for i in range(0, length, _CHUNK)
+            ]
+        )
+    return sum([_mixed_quarters(text[i : i + _CHUNK]) for i in range(0, length, _CHUNK)])
+
+
+def _strings_quarters(strings: list[str]) -> int:
+    """The total weight of ``strings``; short ones are joined and classified in batches."""
+    quarters = 0
+    narrow: list[str] = []
+    narrow_length = 0
+    wide: list[str] = []
+    wide_length = 0
+    for text in strings:
+        length = len(text)
+        if length > _SMALL:
+            quarters += text_quarters(text)
+        elif text.isascii():
+            narrow.append(text)
+            narrow_length += length
+            if narrow_length > _CHUNK:
+                quarters += text_quarters("".join(narrow))
+                narrow.clear()
+                narrow_length = 0
+        else:
+            wide.append(text)
+            wide_length += length
+            if wide_length > _CHUNK:
+                quarters += _mixed_quarters("".join(wide))
+                wide.clear()
+                wide_length = 0
+    if narrow:
+        quarters += text_quarters("".join(narrow))
+    if wide:
+        quarters += _mixed_quarters("".join(wide))
     return quarters
 
 
@@ -94,42 +245,104 @@ MAX_DEPTH: Final = 200
 """How deeply content may nest (lists in blocks in lists ...) before it is refused."""
 
 
+def _too_deep() -> ValueError:
+    return ValueError(f"message content is nested more than {MAX_DEPTH} levels deep")
+
+
+class _Parts:
+    """The strings whose weights make up some content, gathered in order.
+
+    Values weighed as their JSON text are encoded all in one call when the
+    strings are weighed. Should gathering fail, they are first encoded one by
+    one, so that the error raised is the one met first in reading order.
+    """
+
+    __slots__ = ("json_values", "strings")
+
+    def __init__(self) -> None:
+        self.strings: list[str] = []
+        self.json_values: list[Any] = []
+
+    def add(self, values: Iterable[Any], depth: int) -> None:
+        """Gather the parts of each of ``values``, found ``depth`` levels deep."""
+        strings = self.strings
+        for value in values:
+            if isinstance(value, str):
+                strings.append(value)
+                continue
+            if value is None:
+                continue
+            if depth > MAX_DEPTH:
+                raise _too_deep()
+            if isinstance(value, list):
+                self.add(value, depth + 1)
+                continue
+            if not isinstance(value, dict) or "type" not in value:
+                # Numbers, booleans, dicts without a type (data), ...: their JSON text.
+                self.json_values.append(value)
+                continue
+            # A block: tool_use counts its name and input, others their text and content.
+            get = value.get
+            if get("type") == "tool_use":
+                name = get("name")
+                if isinstance(name, str):
+                    strings.append(name)
+                elif name is not None:
+                    self.add((name,), depth + 1)
+                tool_input = get("input")
+                if isinstance(tool_input, str):
+                    strings.append(tool_input)
+                elif "input" in value:
+                    self.json_values.append(tool_input)
+                continue
+            text = get("text")
+            if isinstance(text, str):
+                strings.append(text)
+            elif text is not None:
+                self.add((text,), depth + 1)
+            content = get("content")
+            if isinstance(content, str):
+                strings.append(content)
+            elif content is not None:
+                self.add((content,), depth + 1)
+
+    def check_json(self) -> None:
+        """Encode the pending JSON values one by one, raising the first error met."""
+        for value in self.json_values:
+            to_json(value)
+
+    def quarters(self) -> int:
+        """The total weight of everything gathered."""
+        quarters = _strings_quarters(self.strings)
+        values = self.json_values
+        if not values:
+            return quarters
+        try:
+            # The JSON of a list is its items' JSON, joined by ", " inside "[...]".
+            joined = to_json(values)
+        except Exception:
+            # One value alone may fail differently (or not at all): encode one by one.
+            return quarters + sum([text_quarters(to_json(value)) for value in values])
+        separators = 2 * _OTHER_Q + (len(values) - 1) * (_OTHER_Q + _LIGHT_Q)
+        return quarters + text_quarters(joined) - separators
+
+
 def value_quarters(value: Any, depth: int = 0) -> int:
     """The weight of a message's ``content`` (or any part of it), in quarters."""
     if isinstance(value, str):
         return text_quarters(value)
-    if value is None:
-        return 0
-    if depth > MAX_DEPTH:
-        raise ValueError(f"message content is nested more than {MAX_DEPTH} levels deep")
-    if isinstance(value, list):
-        return sum([value_quarters(item, depth + 1) for item in value])
-    if isinstance(value, dict):
-        if value.get("type") == "tool_use":
-            name = value.get("name")
-            tool_input = value.get("input")
-            quarters = value_quarters(name, depth + 1) if name is not None else 0
-            if isinstance(tool_input, str):
-                return quarters + text_quarters(tool_input)
-            if "input" in value:
-                quarters += text_quarters(to_json(tool_input))
-            return quarters
-        return value_quarters(value.get("text"), depth + 1) + value_quarters(
-            value.get("content"), depth + 1
-        )
-    return text_quarters(to_json(value))
+    parts = _Parts()
+    try:
+        parts.add((value,), depth)
+    except Exception:
+        parts.check_json()
+        raise
+    return parts.quarters()
 
 
 def quarters_to_tokens(quarters: int) -> int:
     """Round a quarter count up to whole tokens (``math.ceil`` of the float sum)."""
     return -(-quarters // 4)
-
-
-def _iter_contents(messages: Iterable[Message]) -> Iterable[Any]:
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise TypeError(f"messages[{index}] must be a dict, got {type(message).__name__}")
-        yield message.get("content")
 
 
 def estimate_tokens(messages: list[Message]) -> int:
@@ -140,6 +353,20 @@ def estimate_tokens(messages: list[Message]) -> int:
     """
     if not isinstance(messages, list):
         raise TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
-    return quarters_to_tokens(
-        sum([value_quarters(content) for content in _iter_contents(messages)])
-    )
+    parts = _Parts()
+    strings = parts.strings
+    try:
+        for index, message in enumerate(messages):
+            if not isinstance(message, dict):
+                raise TypeError(f"messages[{index}] must be a dict, got {type(message).__name__}")
+            content = message.get("content")
+            if isinstance(content, str):
+                strings.append(content)
+            elif isinstance(content, list):
+                parts.add(content, 1)
+            elif content is not None:
+                parts.add((content,), 0)
+    except Exception:
+        parts.check_json()
+        raise
+    return quarters_to_tokens(parts.quarters())
