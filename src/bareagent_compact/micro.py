@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from itertools import islice
 from typing import Any, Final
 
 from bareagent_compact.protocols import ArchiveHook, Message
@@ -54,39 +55,51 @@ def micro_compact(
     it raises, that result is left whole (a warning is logged). Returns how many
     blocks were truncated.
     """
-    result_indexes = [i for i, m in enumerate(messages) if is_tool_result_message(m)]
-    stale = result_indexes[: max(len(result_indexes) - keep_recent, 0)]
-    if not stale:
-        return 0
+    # This runs every turn over the whole history, so it is written for speed: the
+    # newest tool_result messages are found from the end, and a history whose old
+    # results are all markers already is read once, without a call per message.
+    stale_end = len(messages)
+    to_keep = keep_recent
+    while to_keep and stale_end:
+        stale_end -= 1
+        if is_tool_result_message(messages[stale_end]):
+            to_keep -= 1
+    if to_keep:
+        return 0  # fewer tool_result messages than keep_recent
+    due: list[dict[str, Any]] = []
+    prefix = TRUNCATED_PREFIX
+    for message in islice(messages, stale_end):
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    result = block.get("content")
+                    if not (isinstance(result, str) and result.startswith(prefix)):
+                        due.append(block)
     names: dict[str, str] | None = None
     truncated = 0
-    for index in stale:
-        for block in messages[index]["content"]:
-            if not isinstance(block, dict) or block.get("type") != "tool_result":
+    for block in due:
+        content = block.get("content")
+        if is_truncated(content):
+            continue  # the same block listed twice
+        if names is None:
+            names = tool_names(messages)
+        tool_name = tool_name_for(block, names)
+        chars = len(render_content(content, names))
+        if archive is not None:
+            record = {
+                "tool_use_id": block.get("tool_use_id"),
+                "tool_name": tool_name,
+                "content": content,
+            }
+            try:
+                archive(record)
+            except Exception:
+                # Truncating now would lose the only copy: keep the result.
+                logger.warning("archive hook failed; tool result kept untruncated", exc_info=True)
                 continue
-            content = block.get("content")
-            if is_truncated(content):
-                continue
-            if names is None:
-                names = tool_names(messages)
-            tool_name = tool_name_for(block, names)
-            chars = len(render_content(content, names))
-            if archive is not None:
-                record = {
-                    "tool_use_id": block.get("tool_use_id"),
-                    "tool_name": tool_name,
-                    "content": content,
-                }
-                try:
-                    archive(record)
-                except Exception:
-                    # Truncating now would lose the only copy: keep the result.
-                    logger.warning(
-                        "archive hook failed; tool result kept untruncated", exc_info=True
-                    )
-                    continue
-            block["content"] = truncation_marker(tool_name, chars)
-            truncated += 1
+        block["content"] = truncation_marker(tool_name, chars)
+        truncated += 1
     return truncated
 
 

@@ -1,0 +1,324 @@
+"""What ``compactor(messages)`` costs at the start of every agent turn.
+
+Run ``python benchmarks/bench_turn.py`` (add ``--json`` for machine-readable
+output). The history is the one of ``bench_estimate.py`` (see ``_history.py``).
+A :class:`Compactor` with the default threshold (50,000) and a provider that
+must not be called runs once, which truncates the old tool results; the calls
+after that are the steady state every turn pays, and are compared with one
+``json.dumps`` of the same list. Every time is the median of several runs.
+
+Figures printed:
+- the steady-state call against ``json.dumps``, and its parts (validation,
+  micro-compaction's scan, the estimate);
+- the same for a long session whose steady state sits just under the threshold;
+- a turn that brings one new tool result (micro-compaction truncates one);
+- the first call, which truncates every old result, and ``_serialize``;
+- how the steady-state call grows with the history (1x, 2x, 4x, 8x);
+- ``tracemalloc`` peaks of a no-op call and of a full compaction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import tracemalloc
+from typing import Any
+
+import _history
+from bareagent_compact import Compactor
+from bareagent_compact._json import json_copy
+from bareagent_compact.micro import micro_compact
+from bareagent_compact.result import Action
+from bareagent_compact.serialize import _serialize
+from bareagent_compact.tokens import estimate_tokens
+from bareagent_compact.validate import validate_messages
+
+THRESHOLD = 50_000
+Messages = list[dict[str, Any]]
+
+
+def must_not_be_called(prompt: Messages) -> str:
+    raise AssertionError("the provider was called on a turn below the threshold")
+
+
+def trivial_provider(prompt: Messages) -> str:
+    return "用户的目标：让上下文保持在窗口之内。已完成：基准测试。下一步：继续。"
+
+
+def settled(messages: Messages) -> tuple[Compactor, Messages]:
+    """A compactor and a copy of ``messages`` after the first call truncated old results."""
+    compactor = Compactor(must_not_be_called, threshold=THRESHOLD)
+    history = json_copy(messages)
+    first = compactor(history)
+    assert first.action in (Action.MICRO, Action.NONE), first
+    assert compactor(history).action is Action.NONE
+    return compactor, history
+
+
+def new_turn(index: int) -> Messages:
+    """One more assistant tool call and its result, as a real turn appends them."""
+    tool_id = f"toolu_new_{index:04d}"
+    return [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me run the tests again."},
+                {"type": "tool_use", "id": tool_id, "name": "bash", "input": {"command": "pytest"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": tool_id, "content": "." * 400 + "\n1 passed"}
+            ],
+        },
+    ]
+
+
+def near_threshold_history(long: Messages) -> Messages:
+    """The longest prefix of ``long`` whose steady state stays under the threshold."""
+    truncated = json_copy(long)
+    micro_compact(truncated, 0)
+    low, high = 2, len(long)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if estimate_tokens(truncated[:middle]) < THRESHOLD * 0.95:
+            low = middle
+        else:
+            high = middle - 1
+    prefix = long[:low]
+    while prefix and prefix[-1]["role"] != "user":
+        prefix = prefix[:-1]
+    return prefix
+
+
+def steady_parts(compactor: Compactor, history: Messages, repeats: int) -> dict[str, float]:
+    keep = compactor.keep_recent
+    return _history.compare(
+        {
+            "compactor_call": lambda: compactor(history),
+            "json_dumps": lambda: json.dumps(history, ensure_ascii=False),
+            "validate_messages": lambda: validate_messages(history),
+            "micro_compact_scan": lambda: micro_compact(history, keep),
+            "estimate_tokens": lambda: estimate_tokens(history),
+        },
+        repeats,
+    )
+
+
+def timed_once(setup: Any, action: Any, repeats: int) -> float:
+    """Median time of ``action(state)`` over fresh ``state = setup()`` each run."""
+    samples = []
+    for _ in range(repeats):
+        state = setup()
+        start = time.perf_counter()
+        action(state)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def peak_bytes(action: Any) -> int:
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        action()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def run(repeats: int, scales: list[int]) -> dict[str, Any]:
+    messages = _history.build_history()
+    long = _history.build_history(_history.TARGET_TOKENS * 8)
+    results: dict[str, Any] = {"history": _history.describe(messages), "repeats": repeats}
+
+    compactor, history = settled(messages)
+    parts = steady_parts(compactor, history, repeats)
+    results["steady"] = {
+        "messages": len(history),
+        "tokens": estimate_tokens(history),
+        "json_chars": len(json.dumps(history, ensure_ascii=False)),
+        "seconds": parts,
+        "ratios_vs_json_dumps": {
+            name: seconds / parts["json_dumps"] for name, seconds in parts.items()
+        },
+    }
+
+    near = near_threshold_history(long)
+    near_compactor, near_history = settled(near)
+    near_parts = steady_parts(near_compactor, near_history, repeats)
+    results["near_threshold"] = {
+        "messages": len(near_history),
+        "tokens": estimate_tokens(near_history),
+        "json_chars": len(json.dumps(near_history, ensure_ascii=False)),
+        "seconds": near_parts,
+        "ratios_vs_json_dumps": {
+            name: seconds / near_parts["json_dumps"] for name, seconds in near_parts.items()
+        },
+    }
+
+    # A turn with one new tool result: micro-compaction truncates exactly one.
+    def with_new_turn() -> Messages:
+        grown: Messages = json_copy(history)
+        grown += new_turn(len(grown))
+        return grown
+
+    one_new = timed_once(with_new_turn, compactor, max(repeats, 15))
+    first_call = timed_once(
+        lambda: json_copy(messages),
+        Compactor(must_not_be_called, threshold=THRESHOLD),
+        max(3, repeats // 2),
+    )
+    full = _history.compare(
+        {
+            "serialize": lambda: _serialize(messages),
+            "json_dumps": lambda: json.dumps(messages, ensure_ascii=False),
+        },
+        repeats,
+    )
+    results["micro_and_serialize"] = {
+        "turn_with_one_new_result_seconds": one_new,
+        "first_call_truncating_all_seconds": first_call,
+        "serialize_full_history_seconds": full["serialize"],
+        "json_dumps_full_history_seconds": full["json_dumps"],
+        "serialize_vs_json_dumps": full["serialize"] / full["json_dumps"],
+        "turn_with_one_new_result_vs_steady_json_dumps": one_new / parts["json_dumps"],
+    }
+
+    # Scaling of the steady-state call; all sizes take turns within each run.
+    funcs: dict[str, Any] = {}
+    sizes: dict[int, tuple[int, int]] = {}
+    for scale in scales:
+        scaled_compactor, scaled = settled(_history.build_history(_history.TARGET_TOKENS * scale))
+        funcs[f"call_{scale}"] = lambda c=scaled_compactor, h=scaled: c(h)
+        funcs[f"json_dumps_{scale}"] = lambda h=scaled: json.dumps(h, ensure_ascii=False)
+        sizes[scale] = (len(scaled), estimate_tokens(scaled))
+    times = _history.compare(funcs, repeats)
+    first = scales[0]
+    results["scaling"] = {
+        f"{scale}x": {
+            "messages": sizes[scale][0],
+            "tokens": sizes[scale][1],
+            "call_seconds": times[f"call_{scale}"],
+            "call_vs_1x": times[f"call_{scale}"] / times[f"call_{first}"],
+            "json_dumps_vs_1x": times[f"json_dumps_{scale}"] / times[f"json_dumps_{first}"],
+            "call_vs_json_dumps": times[f"call_{scale}"] / times[f"json_dumps_{scale}"],
+        }
+        for scale in scales
+    }
+
+    # Memory: a no-op call, and a full compaction (forced, trivial provider).
+    noop_peak = peak_bytes(lambda: compactor(history))
+    full_compactor = Compactor(trivial_provider, threshold=THRESHOLD)
+    target = json_copy(history)
+    systems = [m for m in target if m["role"] == "system"]
+    transcript = _serialize([m for m in target[:-1] if m["role"] != "system"])
+    full_peak = peak_bytes(lambda: full_compactor(target, force=True))
+    assert target[-3]["content"].startswith("[Context Compressed]")
+    results["memory"] = {
+        "noop_call_peak_bytes": noop_peak,
+        "full_compaction_peak_bytes": full_peak,
+        "history_json_bytes": len(json.dumps(history, ensure_ascii=False).encode()),
+        "system_messages_json_bytes": len(json.dumps(systems, ensure_ascii=False).encode()),
+        "transcript_chars": len(transcript),
+        "transcript_object_bytes": sys.getsizeof(transcript),
+    }
+    return results
+
+
+def _print_steady(title: str, block: dict[str, Any]) -> None:
+    seconds, ratios = block["seconds"], block["ratios_vs_json_dumps"]
+    print(
+        f"{title}: {block['messages']} messages, {block['tokens']} tokens, "
+        f"{block['json_chars']} JSON characters"
+    )
+    labels = {
+        "json_dumps": "json.dumps(messages, ensure_ascii=False)",
+        "compactor_call": "compactor(messages), no-op",
+        "validate_messages": "  of which: validate_messages",
+        "micro_compact_scan": "  of which: micro-compaction scan",
+        "estimate_tokens": "  of which: estimate_tokens",
+    }
+    for name, label in labels.items():
+        target = " (target <= 2.0)" if name == "compactor_call" else ""
+        ratio = None if name == "json_dumps" else ratios[name]
+        print(_history.report_line(label, seconds[name], ratio, "json.dumps" + target))
+
+
+def print_report(results: dict[str, Any]) -> None:
+    history = results["history"]
+    print(
+        f"Python {history['python']}; history: {history['messages']} messages, "
+        f"{history['tokens']} estimated tokens, {history['json_chars']} JSON characters, "
+        f"{history['messages_with_chinese']} messages with Chinese text; "
+        f"Compactor(threshold={THRESHOLD}); median of {results['repeats']} runs"
+    )
+    _print_steady("steady state after micro-compaction", results["steady"])
+    _print_steady("long session, steady state just under the threshold", results["near_threshold"])
+    micro = results["micro_and_serialize"]
+    print("micro-compaction and _serialize:")
+    print(
+        _history.report_line(
+            "a turn with one new tool result (truncates one)",
+            micro["turn_with_one_new_result_seconds"],
+            micro["turn_with_one_new_result_vs_steady_json_dumps"],
+            "json.dumps of the steady list",
+        )
+    )
+    print(
+        _history.report_line(
+            "first call (truncates every old result)", micro["first_call_truncating_all_seconds"]
+        )
+    )
+    print(
+        _history.report_line(
+            "_serialize(full history)",
+            micro["serialize_full_history_seconds"],
+            micro["serialize_vs_json_dumps"],
+            "json.dumps of the full history",
+        )
+    )
+    print("scaling of the no-op call (target: 4x the history at most 4.4x the time):")
+    for scale, row in results["scaling"].items():
+        print(
+            f"  {scale:>3}: {row['messages']:5d} messages {row['tokens']:7d} tokens "
+            f"{row['call_seconds'] * 1e3:8.3f} ms  call {row['call_vs_1x']:5.2f}x "
+            f"(json.dumps {row['json_dumps_vs_1x']:5.2f}x)  "
+            f"vs json.dumps {row['call_vs_json_dumps']:.2f}"
+        )
+    memory = results["memory"]
+    print("tracemalloc peaks:")
+    print(
+        f"  no-op call: {memory['noop_call_peak_bytes']} bytes "
+        f"(the history is {memory['history_json_bytes']} bytes of JSON)"
+    )
+    print(
+        f"  full compaction: {memory['full_compaction_peak_bytes']} bytes "
+        f"(system messages {memory['system_messages_json_bytes']} bytes of JSON; the "
+        f"transcript sent to the provider is {memory['transcript_chars']} characters, "
+        f"{memory['transcript_object_bytes']} bytes as a str)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--repeats", type=int, default=9, help="runs per figure (median)")
+    parser.add_argument(
+        "--scales", default="1,2,4,8", help="history sizes, in multiples of 50,000 tokens"
+    )
+    args = parser.parse_args(argv)
+    results = run(args.repeats, [int(scale) for scale in args.scales.split(",")])
+    if args.json:
+        json.dump(results, sys.stdout, indent=2)
+        print()
+    else:
+        print_report(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
