@@ -88,12 +88,12 @@ def test_the_threshold_decision_uses_the_token_counter_option(
 
     def counter(messages: list[dict[str, Any]]) -> int:
         seen.append(len(messages))
-        return 10**9
+        return 10**9 if len(messages) > 4 else 1
 
-    messages = make_history(rounds=1)
+    messages = make_history(rounds=2)
     result = Compactor(provider, token_counter=counter)(messages)
     assert result.action is Action.FULL
-    assert seen[0] == 4  # counted on the whole list, pending message included
+    assert seen[0] == 6  # counted on the whole list, pending message included
 
 
 # Step 3: the pending user message is kept out of the summary and put back last.

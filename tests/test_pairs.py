@@ -33,8 +33,10 @@ def test_a_result_without_its_call_is_an_orphan() -> None:
 def test_a_result_before_its_call_is_an_orphan() -> None:
     call, result = tool_round("a", "bash", "ok")
     messages = [result, call, {"role": "user", "content": "next"}]
-    kinds = {o.kind for o in find_orphans(messages)}
-    assert kinds == {"tool_result"}
+    assert find_orphans(messages) == [
+        Orphan("tool_result", 0, 0, "a"),
+        Orphan("tool_use", 1, 0, "a"),
+    ]
 
 
 def test_a_call_without_a_result_is_an_orphan_unless_it_is_last() -> None:
@@ -90,3 +92,54 @@ def test_repair_leaves_a_paired_history_untouched() -> None:
 def test_find_orphans_rejects_malformed_messages() -> None:
     with pytest.raises(TypeError, match=r"messages\[0\]"):
         find_orphans(["x"])  # type: ignore[list-item]
+
+
+def test_repair_moves_converted_text_after_the_valid_results() -> None:
+    messages: list[dict[str, Any]] = [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "ok", "name": "bash", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "gone", "content": "stale"},
+                {"type": "tool_result", "tool_use_id": "ok", "content": "fresh"},
+            ],
+        },
+    ]
+    assert repair_tool_pairs(messages) == 1
+    content = messages[1]["content"]
+    assert content[0] == {"type": "tool_result", "tool_use_id": "ok", "content": "fresh"}
+    assert content[1]["type"] == "text" and "stale" in content[1]["text"]
+    assert find_orphans(messages) == []
+
+
+def test_repair_keeps_images_and_the_error_flag_of_an_orphaned_result() -> None:
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"},
+    }
+    result = {
+        "type": "tool_result",
+        "tool_use_id": "gone",
+        "is_error": True,
+        "content": [{"type": "text", "text": "screenshot"}, image],
+    }
+    messages: list[dict[str, Any]] = [{"role": "user", "content": [result]}]
+    repair_tool_pairs(messages)
+    content = messages[0]["content"]
+    assert "gone" in content[0]["text"] and "error" in content[0]["text"]
+    assert content[1:] == [{"type": "text", "text": "screenshot"}, image]
+
+
+def test_system_messages_between_a_call_and_its_result_do_not_break_the_pair() -> None:
+    call, result = tool_round("a", "bash", "ok")
+    messages = [call, {"role": "system", "content": "reminder"}, result]
+    assert find_orphans(messages) == []
+
+
+def test_a_result_that_arrives_a_message_late_is_an_orphan() -> None:
+    call, result = tool_round("a", "bash", "ok")
+    messages = [call, {"role": "user", "content": "interjection"}, result]
+    assert [o.kind for o in find_orphans(messages)] == ["tool_use", "tool_result"]

@@ -121,9 +121,10 @@ def test_keep_tool_pairs_keeps_results_split_over_several_messages(
         first,
         second,
     ]
+    unpaired_before = len(find_orphans(messages))  # "b" is answered one message late
     Compactor(provider, keep_tool_pairs=True)(messages, force=True)
     assert messages[-3:] == [call, first, second]
-    assert find_orphans(messages) == []
+    assert len(find_orphans(messages)) == unpaired_before
 
 
 def test_keep_tool_pairs_keeps_a_trailing_call_whose_results_are_pending(
@@ -305,3 +306,92 @@ def test_calls_on_one_instance_are_serialised() -> None:
         thread.join()
     assert max(overlap) == 1
     assert all(h[0]["content"] == "[Context Compressed]\nsummary" for h in histories)
+
+
+# Summaries that would not help.
+def test_a_response_whose_text_raises_counts_as_a_failed_summary(make_history: History) -> None:
+    class Blocked:
+        @property
+        def text(self) -> str:
+            raise ValueError("response was blocked")
+
+    messages = make_history(rounds=2)
+    expected = micro_only(messages)
+    result = Compactor(RecordingProvider(Blocked()))(messages, force=True)
+    assert result.action is Action.FAILED and result.reason == "provider raised"
+    assert messages == expected
+
+
+def test_a_summary_that_would_not_shrink_the_history_is_not_applied(
+    make_history: History, caplog: pytest.LogCaptureFixture
+) -> None:
+    messages = [{"role": "user", "content": "short task"}, {"role": "assistant", "content": "ok"}]
+    messages.append({"role": "user", "content": "x" * 4000})
+    before = copy.deepcopy(messages)
+    with caplog.at_level(logging.WARNING):
+        result = Compactor(
+            RecordingProvider("a summary longer than the history " * 5), threshold=100
+        )(messages)
+    assert result.action is Action.FAILED and result.reason == "summary would not shrink"
+    assert messages == before
+    assert any("not shrink" in r.getMessage() for r in caplog.records)
+
+
+def test_forced_compaction_applies_even_a_longer_summary(provider: RecordingProvider) -> None:
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    assert Compactor(RecordingProvider("long " * 50))(messages, force=True).action is Action.FULL
+
+
+def test_still_over_the_threshold_after_compaction_is_warned(
+    provider: RecordingProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    messages = [
+        {"role": "user", "content": "a " * 500},
+        {"role": "assistant", "content": "b " * 500},
+    ]
+    messages.append({"role": "user", "content": "c" * 2000})
+    with caplog.at_level(logging.WARNING):
+        result = Compactor(provider, threshold=100)(messages)
+    assert result.action is Action.FULL and result.tokens_after > 100
+    assert any("still over the threshold" in r.getMessage() for r in caplog.records)
+
+
+def test_a_previous_summary_alone_is_not_summarised_again(
+    make_history: History, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = RecordingProvider()
+    compactor = Compactor(provider, threshold=100)
+    messages = [
+        {"role": "user", "content": "a " * 500},
+        {"role": "assistant", "content": "b " * 500},
+    ]
+    messages.append({"role": "user", "content": "c" * 2000})
+    assert compactor(messages).action is Action.FULL
+    with caplog.at_level(logging.WARNING):
+        result = compactor(messages)
+    assert result.reason == "nothing new to summarise"
+    assert len(provider.prompts) == 1
+    assert compactor(messages, force=True).action is Action.FULL  # /compact still works
+
+
+def test_tool_ids_reused_across_turns_pair_with_the_nearest_call(
+    provider: RecordingProvider,
+) -> None:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for turn in range(6):
+        messages += tool_round("call_0", "bash", f"output {turn} " * 50)
+    call, pending = messages[-2], messages[-1]
+    result = Compactor(provider, keep_tool_pairs=True)(messages, force=True)
+    assert result.action is Action.FULL
+    assert [m["role"] for m in messages] == ["user", "assistant", "assistant", "user"]
+    assert messages[-2] is call and messages[-1] is pending
+
+
+def test_summarising_trailing_tool_calls_is_warned(
+    provider: RecordingProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    call, _ = tool_round("z", "bash", "")
+    messages = [{"role": "user", "content": "go"}, call]
+    with caplog.at_level(logging.WARNING):
+        Compactor(provider)(messages, force=True)
+    assert any("1 unpaired tool block" in r.getMessage() for r in caplog.records)

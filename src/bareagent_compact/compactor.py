@@ -9,7 +9,7 @@ from typing import Any
 
 from bareagent_compact._json import json_copy
 from bareagent_compact.micro import DEFAULT_KEEP_RECENT, check_keep_recent, micro_compact
-from bareagent_compact.pairs import find_orphans
+from bareagent_compact.pairs import find_orphans, tool_ids
 from bareagent_compact.prompts import (
     DEFAULT_ACKNOWLEDGEMENT,
     DEFAULT_SUMMARY_PROMPT,
@@ -52,35 +52,44 @@ def _check_session_id(session_id: object) -> str:
     return session_id
 
 
-def _tool_ids(message: Message, block_type: str, key: str) -> set[Any]:
-    content = message.get("content")
-    if not isinstance(content, list):
-        return set()
-    return {b.get(key) for b in content if isinstance(b, dict) and b.get("type") == block_type}
-
-
 def _paired_tail_start(head: list[Message], pending: Message) -> int:
     """Index in ``head`` from which messages stay verbatim so that every tool result
     in the kept tail (pending message included) keeps its tool call.
 
-    Grows the tail backwards to the earliest message holding a needed ``tool_use``
-    until nothing more is needed (or nothing more can be found).
+    For each needed id the nearest earlier ``tool_use`` counts (ids reused across
+    turns must not pull in the whole history); the tail grows back to the earliest
+    of those, and again until nothing more is needed or can be found.
     """
     start = len(head)
     while True:
         needed: set[Any] = set()
         for message in [*head[start:], pending]:
-            needed |= _tool_ids(message, "tool_result", "tool_use_id")
+            needed |= tool_ids(message, "tool_result", "tool_use_id")
         for message in head[start:]:
-            needed -= _tool_ids(message, "tool_use", "id")
+            needed -= tool_ids(message, "tool_use", "id")
         earliest = start
-        if needed:
-            for index in range(start - 1, -1, -1):
-                if _tool_ids(head[index], "tool_use", "id") & needed:
-                    earliest = index
+        for index in range(start - 1, -1, -1):
+            if not needed:
+                break
+            found = tool_ids(head[index], "tool_use", "id") & needed
+            if found:
+                earliest = index
+                needed -= found
         if earliest == start:
             return start
         start = earliest
+
+
+def _is_own_output(message: Message, acknowledgement: str) -> bool:
+    """True for the summary and acknowledgement messages a previous compaction wrote."""
+    content = message.get("content")
+    if message.get("role") == "assistant":
+        return content == acknowledgement
+    return (
+        message.get("role") == "user"
+        and isinstance(content, str)
+        and content.startswith(SUMMARY_PREFIX)
+    )
 
 
 class Compactor:
@@ -169,6 +178,20 @@ class Compactor:
 
         return hook
 
+    def _kept_tail_start(self, head: list[Message], pending: Message | None) -> int:
+        """Where the messages kept verbatim besides the pending one begin in ``head``.
+
+        Only ``keep_tool_pairs=True`` keeps any: the calls a pending tool result
+        answers, or tool calls ending the history whose results are still to come.
+        """
+        if not self.keep_tool_pairs:
+            return len(head)
+        if pending is not None:
+            return _paired_tail_start(head, pending)
+        if head and tool_ids(head[-1], "tool_use", "id"):
+            return len(head) - 1
+        return len(head)
+
     def _compact(self, messages: list[Message], force: bool) -> CompactionResult:
         # Step 1: micro-compaction, always.
         truncated = micro_compact(messages, self.keep_recent, self._archive_hook())
@@ -182,22 +205,23 @@ class Compactor:
         # Step 3: the pending user turn (plain input or tool results) is kept out.
         pending = messages[-1] if messages and messages[-1].get("role") == "user" else None
         head = messages[:-1] if pending is not None else messages
-        kept: list[Message] = []
-        source_part = head
-        if self.keep_tool_pairs:
-            if pending is not None:
-                start = _paired_tail_start(head, pending)
-            elif head and _tool_ids(head[-1], "tool_use", "id"):
-                start = len(head) - 1  # tool calls whose results are still to come
-            else:
-                start = len(head)
-            kept = [m for m in head[start:] if m.get("role") != "system"]
-            source_part = head[:start]
+        start = self._kept_tail_start(head, pending)
+        kept = [m for m in head[start:] if m.get("role") != "system"]
 
         # Step 4: the summary source excludes system messages.
-        source = [m for m in source_part if m.get("role") != "system"]
+        source = [m for m in head[:start] if m.get("role") != "system"]
         if not source:
             return CompactionResult(quiet, tokens, tokens, truncated, reason="nothing to summarise")
+        if not force and all(_is_own_output(m, self.acknowledgement) for m in source):
+            # Only the previous summary is left: summarising it again every turn
+            # would cost a model call and shrink nothing that matters.
+            logger.warning(
+                "history is over the threshold but holds nothing new to summarise "
+                "(the pending message itself is large)"
+            )
+            return CompactionResult(
+                quiet, tokens, tokens, truncated, reason="nothing new to summarise"
+            )
 
         # Step 5: snapshot before anything is sent or changed.
         snapshot_saved = False
@@ -227,10 +251,10 @@ class Compactor:
         # Steps 6 and 7: ask for the summary; any failure leaves history intact.
         try:
             response = self.provider(prompt)
+            summary = summary_text(response)
         except Exception:
             logger.warning("summary provider failed; history left as it was", exc_info=True)
             return self._failed(tokens, truncated, snapshot_saved, "provider raised")
-        summary = summary_text(response)
         if summary is None:
             logger.warning(
                 "summary provider returned an unusable summary (%s); history left as it was",
@@ -247,16 +271,39 @@ class Compactor:
         ]
         if pending is not None:
             rebuilt.append(pending)
+        after = self.token_counter(rebuilt)
+        if not force and after >= tokens:
+            logger.warning(
+                "summary would not shrink the history (%d -> %d estimated tokens); "
+                "history left as it was",
+                tokens,
+                after,
+            )
+            return self._failed(tokens, truncated, snapshot_saved, "summary would not shrink")
+        # Tool calls ending the history, summarised away: their results will be orphans.
+        dropped_calls = 0
+        if not self.keep_tool_pairs and pending is None and head:
+            dropped_calls = len(tool_ids(head[-1], "tool_use", "id"))
         messages[:] = rebuilt
-        orphans = find_orphans(messages)
-        if orphans:
+        self._warn_about(messages, dropped_calls, after)
+        return CompactionResult(Action.FULL, tokens, after, truncated, snapshot_saved)
+
+    def _warn_about(self, messages: list[Message], dropped_calls: int, after: int) -> None:
+        """Log what a caller must know about a rebuilt history."""
+        unpaired = len(find_orphans(messages)) + dropped_calls
+        if unpaired:
             logger.warning(
                 "compaction left %d unpaired tool block(s); pass keep_tool_pairs=True "
                 "to keep tool calls with their results",
-                len(orphans),
+                unpaired,
             )
-        after = self.token_counter(messages)
-        return CompactionResult(Action.FULL, tokens, after, truncated, snapshot_saved)
+        if after > self.threshold:
+            logger.warning(
+                "history is still over the threshold after compaction (%d > %d estimated "
+                "tokens): the kept messages alone are that large",
+                after,
+                self.threshold,
+            )
 
     @staticmethod
     def _failed(tokens: int, truncated: int, saved: bool, reason: str) -> CompactionResult:
