@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import random
 import textwrap
+import unicodedata
 from collections.abc import Iterator
 from typing import Any, Final, TextIO
 
 from bareagent_compact.compactor import Compactor
 from bareagent_compact.offline import OfflineSummarizer
 from bareagent_compact.protocols import Message
-from bareagent_compact.result import CompactionResult
 from bareagent_compact.tokens import estimate_tokens
 
 DEMO_THRESHOLD: Final = 6000
@@ -195,12 +195,27 @@ def _reply(task: int, request: str) -> str:
     )
 
 
-def _row(
-    out: TextIO, turn: int, event: str, messages: list[Message], result: CompactionResult
+def _fit(text: str, width: int) -> str:
+    """Clip and pad ``text`` to ``width`` terminal columns (CJK characters take two)."""
+    out, used = [], 0
+    for char in text:
+        size = 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+        if used + size > width:
+            break
+        out.append(char)
+        used += size
+    return "".join(out) + " " * (width - used)
+
+
+def _turn(
+    out: TextIO, compactor: Compactor, turn: int, event: str, messages: list[Message]
 ) -> None:
+    """Run the compactor as an agent loop does at the start of a turn, and print a row."""
+    tokens_in = estimate_tokens(messages)
+    result = compactor(messages)
     out.write(
-        f"{turn:>4}  {event:<28.28}  {len(messages):>4}  {result.tokens_before:>7}  "
-        f"{result.tokens_after:>7}  {result.action.value:<6}  {result.truncated:>4}\n"
+        f"{turn:>4}  {_fit(event, 34)}  {len(messages):>4}  {tokens_in:>6} -> {result.tokens_after:<6}  "
+        f"{result.action.value:<6}  {result.truncated:>5}\n"
     )
 
 
@@ -215,7 +230,12 @@ def run_demo(out: TextIO, threshold: int = DEMO_THRESHOLD, seed: int = 7) -> lis
         f"bareagent-compact demo: scripted session, threshold {threshold} estimated tokens, "
         "keep_tool_pairs=True, offline summariser\n\n"
     )
-    out.write("turn  event                         msgs   before    after  action  trunc\n")
+    out.write(
+        "Each row is one agent turn: compactor(messages) runs before the model call.\n"
+        "tokens: estimate when the turn starts -> after compaction; action: none, micro\n"
+        "(old tool results truncated) or full (summarised); trunc: results truncated.\n\n"
+    )
+    out.write(f"turn  {_fit('event', 34)}  msgs  tokens           action  trunc\n")
     turn = 0
     call_id = 0
     for task, (request, calls) in enumerate(_script(rng)):
@@ -223,7 +243,7 @@ def run_demo(out: TextIO, threshold: int = DEMO_THRESHOLD, seed: int = 7) -> lis
         event = f"user: {request}"
         for name, tool_input, output in calls:
             turn += 1
-            _row(out, turn, event, messages, compactor(messages))
+            _turn(out, compactor, turn, event, messages)
             event = f"tool_result: {name}"
             call_id += 1
             tool_id = f"toolu_{call_id:04d}"
@@ -245,7 +265,7 @@ def run_demo(out: TextIO, threshold: int = DEMO_THRESHOLD, seed: int = 7) -> lis
                 }
             )
         turn += 1
-        _row(out, turn, f"tool_result: {calls[-1][0]}", messages, compactor(messages))
+        _turn(out, compactor, turn, f"tool_result: {calls[-1][0]}", messages)
         messages.append({"role": "assistant", "content": _reply(task, request)})
 
     result = compactor(messages, force=True)

@@ -47,6 +47,11 @@ def _turns(transcript: str) -> list[tuple[str, str]]:
     return [(role, "\n".join(lines).strip()) for role, lines in turns]
 
 
+def _first_and_last(goals: list[str], last: int = 5) -> list[str]:
+    """The first goal (the session's purpose) and the ``last`` most recent ones."""
+    return goals if len(goals) <= last + 1 else [goals[0], *goals[-last:]]
+
+
 def _section(summary: str, title: str) -> str:
     """The body of one section of an earlier offline summary ('' when absent)."""
     start = summary.find(f"\n{title} (")
@@ -117,7 +122,7 @@ class OfflineSummarizer:
         sections = [
             (
                 "目标 (goals)",
-                "\n".join(f"- {g}" for g in goals[-6:] if g != "(none)") or "- (none)",
+                "\n".join(f"- {g}" for g in _first_and_last(goals) if g != "(none)") or "- (none)",
             ),
             ("工具 (tools used)", tool_line or "(none)"),
             ("路径 (paths)", ", ".join(list(paths)[:12]) or "(none)"),
