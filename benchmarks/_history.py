@@ -258,6 +258,20 @@ def build_history(target_tokens: int = TARGET_TOKENS, seed: int = SEED) -> list[
     return messages
 
 
+def scaled_history(messages: list[dict[str, Any]], times: int) -> list[dict[str, Any]]:
+    """``messages`` with every turn after the system prompt repeated ``times`` times.
+
+    Each repetition is a fresh copy with its own tool ids, so the result is
+    exactly ``times`` as long in messages, characters and estimated tokens
+    (less the one system prompt), which makes the cost per unit comparable.
+    """
+    text = json.dumps(messages[1:], ensure_ascii=False)
+    scaled = [json.loads(json.dumps(messages[0], ensure_ascii=False))]
+    for copy in range(times):
+        scaled += json.loads(text.replace('"toolu_', f'"toolu_{copy}_'))
+    return scaled
+
+
 def describe(messages: list[dict[str, Any]]) -> dict[str, Any]:
     """Size figures of a history: messages, characters, share with Chinese text."""
     text = json.dumps(messages, ensure_ascii=False)

@@ -272,6 +272,10 @@ def test_random_message_lists_match_reference() -> None:
 def test_value_quarters_is_the_unrounded_sum() -> None:
     content = [{"type": "text", "text": "你好"}, "abc", None, 12]
     assert value_quarters(content) == 4 * reference_value(content) == 17
+    assert value_quarters("abc") == 3
+    assert value_quarters(None) == 0
+    odd_block = {"type": "text", "text": [12, {"type": "text", "text": "中"}], "content": 3.5}
+    assert value_quarters(odd_block) == 4 * reference_value(odd_block) == 2 + 6 + 4
     assert quarters_to_tokens(17) == 5
     assert quarters_to_tokens(0) == 0
 
@@ -318,8 +322,8 @@ def test_type_errors_name_what_came() -> None:
 def test_many_small_strings_are_weighed_as_one_by_one() -> None:
     rng = random.Random(11)
     blocks: list[Any] = []
-    for _ in range(3000):
-        text = random_text(rng, 60)
+    for _ in range(6000):  # enough for several batches of each kind
+        text = random_text(rng, 120) if rng.random() < 0.5 else "word " * rng.randrange(40)
         blocks.append({"type": "text", "text": text} if rng.random() < 0.5 else text)
     messages = [{"role": "user", "content": blocks}, {"role": "user", "content": "x" * 5000}]
     assert estimate_tokens(messages) == reference_estimate(messages)
@@ -405,3 +409,28 @@ def test_nesting_exactly_at_the_limit_is_counted() -> None:
     assert value_quarters(content) == 4
     with pytest.raises(ValueError, match="nested more than"):
         value_quarters(content, 1)
+
+
+SPOTTED = (
+    "\u1680\u167f\u1681"  # the one whitespace of U+16xx, and neighbours
+    "\u2000\u2009\u200a\u200b\u2014\u2019\u201c\u2026\u2028\u202f\u205f\u2060"  # U+20xx
+    "\u4d00\u4dbf\u4dc0\u4dff"  # U+4Dxx: CJK up to U+4DBF
+    "\ud700\ud7af\ud7b0\ud7ff"  # U+D7xx: CJK up to U+D7AF
+    "\U00020000\U0002a6df\U0002a6e0\U0002f800\U0002fa1f\U0002fa20\U0001f600"  # astral
+    "\ud840\udc00\ud87e\udfff"  # lone surrogates
+)
+
+
+@pytest.mark.parametrize("base", ["ascii", "cjk_unified", "hangul", "latin1"])
+@pytest.mark.parametrize("every", [1, 3, 40, 200, 5000])
+def test_spotted_characters_sparse_or_dense_on_any_background(base: str, every: int) -> None:
+    # The partly CJK and whitespace blocks, astral CJK and surrogates are counted
+    # one by one when rare and in bulk when common, on mostly narrow text (which is
+    # classified by its wide characters alone) and on mostly wide text.
+    rng = random.Random(every)
+    for length in (1, 50, 3000, 40_000):
+        chars = [_draw(rng, POOLS[base]) for _ in range(length)]
+        for position in range(rng.randrange(every), length, every):
+            chars[position] = rng.choice(SPOTTED)
+        text = "".join(chars)
+        assert text_quarters(text) == 4 * reference_text(text), (base, every, length)
