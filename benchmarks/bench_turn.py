@@ -28,7 +28,7 @@ import tracemalloc
 from typing import Any
 
 import _history
-from bareagent_compact import Compactor
+from bareagent_compact import DEFAULT_KEEP_RECENT, Compactor
 from bareagent_compact._json import json_copy
 from bareagent_compact.micro import micro_compact
 from bareagent_compact.result import Action
@@ -78,21 +78,26 @@ def new_turn(index: int) -> Messages:
     ]
 
 
-def near_threshold_history(long: Messages) -> Messages:
-    """The longest prefix of ``long`` whose steady state stays under the threshold."""
-    truncated = json_copy(long)
-    micro_compact(truncated, 0)
+def near_threshold_history(messages: Messages) -> Messages:
+    """A long session (``messages``' turns, repeated) whose steady state sits just
+    under the threshold: the longest such prefix ending with a user message."""
+    long = _history.scaled_history(messages, 16)
+
+    def steady_tokens(end: int) -> int:
+        prefix: Messages = json_copy(long[:end])
+        micro_compact(prefix, DEFAULT_KEEP_RECENT)
+        return estimate_tokens(prefix)
+
     low, high = 2, len(long)
     while low < high:
         middle = (low + high + 1) // 2
-        if estimate_tokens(truncated[:middle]) < THRESHOLD * 0.95:
+        if steady_tokens(middle) < THRESHOLD * 0.95:
             low = middle
         else:
             high = middle - 1
-    prefix = long[:low]
-    while prefix and prefix[-1]["role"] != "user":
-        prefix = prefix[:-1]
-    return prefix
+    while low and long[low - 1]["role"] != "user":
+        low -= 1
+    return long[:low]
 
 
 def steady_parts(compactor: Compactor, history: Messages, repeats: int) -> dict[str, float]:
@@ -132,7 +137,6 @@ def peak_bytes(action: Any) -> int:
 
 def run(repeats: int, scales: list[int]) -> dict[str, Any]:
     messages = _history.build_history()
-    long = _history.build_history(_history.TARGET_TOKENS * 8)
     results: dict[str, Any] = {"history": _history.describe(messages), "repeats": repeats}
 
     compactor, history = settled(messages)
@@ -147,7 +151,7 @@ def run(repeats: int, scales: list[int]) -> dict[str, Any]:
         },
     }
 
-    near = near_threshold_history(long)
+    near = near_threshold_history(messages)
     near_compactor, near_history = settled(near)
     near_parts = steady_parts(near_compactor, near_history, repeats)
     results["near_threshold"] = {
@@ -192,7 +196,7 @@ def run(repeats: int, scales: list[int]) -> dict[str, Any]:
     funcs: dict[str, Any] = {}
     sizes: dict[int, tuple[int, int]] = {}
     for scale in scales:
-        scaled_compactor, scaled = settled(_history.build_history(_history.TARGET_TOKENS * scale))
+        scaled_compactor, scaled = settled(_history.scaled_history(messages, scale))
         funcs[f"call_{scale}"] = lambda c=scaled_compactor, h=scaled: c(h)
         funcs[f"json_dumps_{scale}"] = lambda h=scaled: json.dumps(h, ensure_ascii=False)
         sizes[scale] = (len(scaled), estimate_tokens(scaled))
@@ -212,12 +216,12 @@ def run(repeats: int, scales: list[int]) -> dict[str, Any]:
 
     # Memory: a no-op call, and a full compaction (forced, trivial provider).
     noop_peak = peak_bytes(lambda: compactor(history))
-    full_compactor = Compactor(trivial_provider, threshold=THRESHOLD)
+    full_compactor = Compactor(trivial_provider, threshold=THRESHOLD, keep_tool_pairs=True)
     target = json_copy(history)
     systems = [m for m in target if m["role"] == "system"]
     transcript = _serialize([m for m in target[:-1] if m["role"] != "system"])
     full_peak = peak_bytes(lambda: full_compactor(target, force=True))
-    assert target[-3]["content"].startswith("[Context Compressed]")
+    assert target[len(systems)]["content"].startswith("[Context Compressed]")
     results["memory"] = {
         "noop_call_peak_bytes": noop_peak,
         "full_compaction_peak_bytes": full_peak,
@@ -308,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--repeats", type=int, default=9, help="runs per figure (median)")
     parser.add_argument(
-        "--scales", default="1,2,4,8", help="history sizes, in multiples of 50,000 tokens"
+        "--scales", default="1,2,4,8", help="history sizes, as repetitions of its turns"
     )
     args = parser.parse_args(argv)
     results = run(args.repeats, [int(scale) for scale in args.scales.split(",")])

@@ -139,9 +139,13 @@ _UNFLAGGED_HIGH: Final = bytes(
 _LIGHT_ASCII: Final = bytes(c for c in _LIGHT_LATIN1 if c < 0x80)
 _UTF8_NARROW: Final = bytes(range(0x80)) + b"\xc2\xc3"
 
-_CHUNK: Final = 1 << 15
+_CHUNK: Final = 1 << 13
 """Longer strings are classified this many characters at a time."""
-_SMALL: Final = 2048
+_BATCH: Final = 1 << 11
+"""Short strings are joined into batches of about this many characters."""
+_JSON_GROUP: Final = 32
+"""Values weighed as JSON text are encoded this many at a time."""
+_SMALL: Final = 1024
 """Strings up to this length are joined with their neighbours and classified together."""
 _SPARSE: Final = 4
 """Strings with fewer extra UTF-8 bytes than one in this many characters count as
@@ -284,14 +288,14 @@ def _strings_quarters(strings: list[str]) -> int:
         elif text.isascii():
             narrow.append(text)
             narrow_length += length
-            if narrow_length > _CHUNK:
+            if narrow_length > _BATCH:
                 quarters += text_quarters("".join(narrow))
                 narrow.clear()
                 narrow_length = 0
         else:
             wide.append(text)
             wide_length += length
-            if wide_length > _CHUNK:
+            if wide_length > _BATCH:
                 quarters += _mixed_quarters("".join(wide))
                 wide.clear()
                 wide_length = 0
@@ -327,45 +331,46 @@ class _Parts:
     def add(self, values: Iterable[Any], depth: int) -> None:
         """Gather the parts of each of ``values``, found ``depth`` levels deep."""
         strings = self.strings
+        add_string = strings.append
         for value in values:
-            if isinstance(value, str):
-                strings.append(value)
+            if isinstance(value, dict) and "type" in value:
+                # A block: tool_use counts its name and input, others their text and content.
+                if depth > MAX_DEPTH:
+                    raise _too_deep()
+                get = value.get
+                if get("type") == "tool_use":
+                    name = get("name")
+                    if isinstance(name, str):
+                        add_string(name)
+                    elif name is not None:
+                        self.add((name,), depth + 1)
+                    tool_input = get("input")
+                    if isinstance(tool_input, str):
+                        add_string(tool_input)
+                    elif "input" in value:
+                        self.json_values.append(tool_input)
+                    continue
+                text = get("text")
+                if isinstance(text, str):
+                    add_string(text)
+                elif text is not None:
+                    self.add((text,), depth + 1)
+                content = get("content")
+                if isinstance(content, str):
+                    add_string(content)
+                elif content is not None:
+                    self.add((content,), depth + 1)
+            elif isinstance(value, str):
+                add_string(value)
+            elif value is None:
                 continue
-            if value is None:
-                continue
-            if depth > MAX_DEPTH:
+            elif depth > MAX_DEPTH:
                 raise _too_deep()
-            if isinstance(value, list):
+            elif isinstance(value, list):
                 self.add(value, depth + 1)
-                continue
-            if not isinstance(value, dict) or "type" not in value:
+            else:
                 # Numbers, booleans, dicts without a type (data), ...: their JSON text.
                 self.json_values.append(value)
-                continue
-            # A block: tool_use counts its name and input, others their text and content.
-            get = value.get
-            if get("type") == "tool_use":
-                name = get("name")
-                if isinstance(name, str):
-                    strings.append(name)
-                elif name is not None:
-                    self.add((name,), depth + 1)
-                tool_input = get("input")
-                if isinstance(tool_input, str):
-                    strings.append(tool_input)
-                elif "input" in value:
-                    self.json_values.append(tool_input)
-                continue
-            text = get("text")
-            if isinstance(text, str):
-                strings.append(text)
-            elif text is not None:
-                self.add((text,), depth + 1)
-            content = get("content")
-            if isinstance(content, str):
-                strings.append(content)
-            elif content is not None:
-                self.add((content,), depth + 1)
 
     def check_json(self) -> None:
         """Encode the pending JSON values one by one, raising the first error met."""
@@ -376,16 +381,18 @@ class _Parts:
         """The total weight of everything gathered."""
         quarters = _strings_quarters(self.strings)
         values = self.json_values
-        if not values:
-            return quarters
-        try:
-            # The JSON of a list is its items' JSON, joined by ", " inside "[...]".
-            joined = to_json(values)
-        except Exception:
-            # One value alone may fail differently (or not at all): encode one by one.
-            return quarters + sum([text_quarters(to_json(value)) for value in values])
-        separators = 2 * _OTHER_Q + (len(values) - 1) * (_OTHER_Q + _LIGHT_Q)
-        return quarters + text_quarters(joined) - separators
+        for start in range(0, len(values), _JSON_GROUP):
+            group = values[start : start + _JSON_GROUP]
+            try:
+                # The JSON of a list is its items' JSON, joined by ", " inside "[...]".
+                joined = to_json(group)
+            except Exception:
+                # One value alone may fail differently (or not at all): one by one.
+                quarters += sum([text_quarters(to_json(value)) for value in group])
+                continue
+            separators = 2 * _OTHER_Q + (len(group) - 1) * (_OTHER_Q + _LIGHT_Q)
+            quarters += text_quarters(joined) - separators
+        return quarters
 
 
 def value_quarters(value: Any, depth: int = 0) -> int:
