@@ -214,8 +214,12 @@ def run(repeats: int, scales: list[int]) -> dict[str, Any]:
         for scale in scales
     }
 
-    # Memory: a no-op call, and a full compaction (forced, trivial provider).
+    # Memory: a no-op call (at three sizes), and a full compaction (forced,
+    # trivial provider).
     noop_peak = peak_bytes(lambda: compactor(history))
+    near_peak = peak_bytes(lambda: near_compactor(near_history))
+    eight_compactor, eight = settled(_history.scaled_history(messages, 8))
+    eight_peak = peak_bytes(lambda: eight_compactor(eight))
     full_compactor = Compactor(trivial_provider, threshold=THRESHOLD, keep_tool_pairs=True)
     target = json_copy(history)
     systems = [m for m in target if m["role"] == "system"]
@@ -224,6 +228,10 @@ def run(repeats: int, scales: list[int]) -> dict[str, Any]:
     assert target[len(systems)]["content"].startswith("[Context Compressed]")
     results["memory"] = {
         "noop_call_peak_bytes": noop_peak,
+        "noop_call_long_session_peak_bytes": near_peak,
+        "long_session_json_bytes": len(json.dumps(near_history, ensure_ascii=False).encode()),
+        "noop_call_8x_peak_bytes": eight_peak,
+        "history_8x_json_bytes": len(json.dumps(eight, ensure_ascii=False).encode()),
         "full_compaction_peak_bytes": full_peak,
         "history_json_bytes": len(json.dumps(history, ensure_ascii=False).encode()),
         "system_messages_json_bytes": len(json.dumps(systems, ensure_ascii=False).encode()),
@@ -297,7 +305,11 @@ def print_report(results: dict[str, Any]) -> None:
     print("tracemalloc peaks:")
     print(
         f"  no-op call: {memory['noop_call_peak_bytes']} bytes "
-        f"(the history is {memory['history_json_bytes']} bytes of JSON)"
+        f"(the history is {memory['history_json_bytes']} bytes of JSON); "
+        f"8x: {memory['noop_call_8x_peak_bytes']} bytes "
+        f"({memory['history_8x_json_bytes']} bytes of JSON); long session: "
+        f"{memory['noop_call_long_session_peak_bytes']} bytes "
+        f"({memory['long_session_json_bytes']} bytes of JSON)"
     )
     print(
         f"  full compaction: {memory['full_compaction_peak_bytes']} bytes "
