@@ -146,6 +146,13 @@ def test_directory_is_made_absolute_and_created_lazily(
     assert repr(mgr) == f"JsonlTranscriptManager({str(tmp_path / 'nested' / 'store')!r})"
 
 
+def test_a_home_relative_directory_is_expanded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert JsonlTranscriptManager("~/transcripts").directory == tmp_path / "transcripts"
+
+
 # -- permissions ---------------------------------------------------------------
 
 

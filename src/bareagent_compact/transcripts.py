@@ -311,7 +311,7 @@ class JsonlTranscriptManager:
     def __init__(self, directory: str | os.PathLike[str], *, clock: Clock = _utc_now) -> None:
         if not callable(clock):
             raise TypeError(f"clock must be callable, got {type(clock).__name__}")
-        self.directory = Path(os.fspath(directory)).absolute()
+        self.directory = Path(os.fspath(directory)).expanduser().absolute()
         self.clock = clock
         self._last: datetime | None = None
 
