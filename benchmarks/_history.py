@@ -167,8 +167,8 @@ def _shell(rng: random.Random, source: _Source, chinese: bool) -> tuple[dict[str
     if chinese and command in ("grep -rn", "git diff", "ls -la"):
         document = _chinese_document(rng, size).splitlines()
         if command == "grep -rn":
-            hits = [f"docs/设计说明.md:{i + 1}:{line}" for i, line in enumerate(document) if line]
-            return {"command": "grep -rn 上下文 docs/"}, "\n".join(hits)
+            found = [f"docs/设计说明.md:{i + 1}:{line}" for i, line in enumerate(document) if line]
+            return {"command": "grep -rn 上下文 docs/"}, "\n".join(found)
         body = "\n".join(rng.choice(" -++ ") + line for line in document)
         return {"command": "git diff docs/"}, "diff --git a/docs/设计说明.md\n" + body
     if command == "ls -la":
@@ -301,14 +301,27 @@ def _loops_for(func: Callable[[], object], min_time: float) -> int:
         loops *= 2
 
 
-def compare(
-    funcs: dict[str, Callable[[], object]], repeats: int, min_time: float = 0.02
-) -> dict[str, float]:
-    """Median seconds per call of each function.
+class Timings:
+    """Seconds per call of several functions, measured in interleaved runs."""
 
-    The functions take turns within every repeat, so that all of them see the
-    same machine conditions; ratios between them are therefore steadier than
-    the absolute times on a shared machine.
+    def __init__(self, samples: dict[str, list[float]]) -> None:
+        self.samples = samples
+        self.seconds = {name: statistics.median(values) for name, values in samples.items()}
+
+    def ratio(self, numerator: str, denominator: str) -> float:
+        """The median over runs of the ratio of two functions' times in the same run."""
+        pairs = zip(self.samples[numerator], self.samples[denominator], strict=True)
+        return statistics.median(a / b for a, b in pairs)
+
+
+def compare(
+    funcs: dict[str, Callable[[], object]], repeats: int, min_time: float = 0.005
+) -> Timings:
+    """Time each function ``repeats`` times, the functions taking turns in each run.
+
+    Each run of a function loops for at least ``min_time`` seconds. Taking turns
+    within short runs lets every function see the same machine conditions, so
+    the ratios (medians of per-run ratios) hold even on a busy machine.
     """
     loops = {name: _loops_for(func, min_time) for name, func in funcs.items()}
     samples: dict[str, list[float]] = {name: [] for name in funcs}
@@ -319,12 +332,12 @@ def compare(
             for _ in range(count):
                 func()
             samples[name].append((time.perf_counter() - start) / count)
-    return {name: statistics.median(values) for name, values in samples.items()}
+    return Timings(samples)
 
 
-def median_time(func: Callable[[], object], repeats: int, min_time: float = 0.02) -> float:
+def median_time(func: Callable[[], object], repeats: int, min_time: float = 0.005) -> float:
     """Median seconds per call of ``func`` over ``repeats`` runs."""
-    return compare({"f": func}, repeats, min_time)["f"]
+    return compare({"f": func}, repeats, min_time).seconds["f"]
 
 
 def report_line(label: str, seconds: float, ratio: float | None = None, of: str = "") -> str:

@@ -2,9 +2,10 @@
 
 Run ``python benchmarks/bench_estimate.py`` (add ``--json`` for machine-readable
 output). The history is built by ``_history.py`` from the Python standard
-library's own source plus embedded Chinese text, with a fixed seed. Every time
-is the median of several runs; the functions compared take turns within each
-run, so that their ratios hold even on a busy machine.
+library's own source plus embedded Chinese text, with a fixed seed. The
+functions compared take turns in short runs; every time is the median of the
+runs, and every ratio the median of the per-run ratios, so that they hold even
+on a busy machine.
 
 Figures printed:
 - the estimate against one serialisation pass (``json.dumps(messages,
@@ -97,11 +98,11 @@ def run(repeats: int, scales: list[int]) -> dict[str, Any]:
         },
         repeats,
     )
-    results["seconds"] = main
+    results["seconds"] = main.seconds
     results["ratios"] = {
-        "estimate_vs_json_dumps": main["estimate"] / main["json_dumps"],
-        "three_regex_vs_estimate": main["three_regex"] / main["estimate"],
-        "three_regex_vs_json_dumps": main["three_regex"] / main["json_dumps"],
+        "estimate_vs_json_dumps": main.ratio("estimate", "json_dumps"),
+        "three_regex_vs_estimate": main.ratio("three_regex", "estimate"),
+        "three_regex_vs_json_dumps": main.ratio("three_regex", "json_dumps"),
     }
 
     strings = [s for m in messages for s in _strings(m.get("content"), [])]
@@ -125,9 +126,9 @@ def run(repeats: int, scales: list[int]) -> dict[str, Any]:
     results["breakdown"] = {
         "ascii_chars": sum(map(len, ascii_strings)),
         "other_chars": sum(map(len, other_strings)),
-        "seconds": parts,
+        "seconds": parts.seconds,
         "ratios_vs_json_dumps": {
-            name: parts[name] / parts[name + "_json"]
+            name: parts.ratio(name, name + "_json")
             for name in ("ascii_strings", "other_strings", "walk_only", "short_string")
         },
     }
@@ -142,14 +143,13 @@ def run(repeats: int, scales: list[int]) -> dict[str, Any]:
     first = scales[0]
     scaling: dict[str, Any] = {}
     for scale, history in histories.items():
-        estimate, dumps = times[f"estimate_{scale}"], times[f"json_dumps_{scale}"]
         scaling[f"{scale}x"] = {
             "messages": len(history),
             "tokens": estimate_tokens(history),
-            "estimate_seconds": estimate,
-            "estimate_vs_1x": estimate / times[f"estimate_{first}"],
-            "json_dumps_vs_1x": dumps / times[f"json_dumps_{first}"],
-            "estimate_vs_json_dumps": estimate / dumps,
+            "estimate_seconds": times.seconds[f"estimate_{scale}"],
+            "estimate_vs_1x": times.ratio(f"estimate_{scale}", f"estimate_{first}"),
+            "json_dumps_vs_1x": times.ratio(f"json_dumps_{scale}", f"json_dumps_{first}"),
+            "estimate_vs_json_dumps": times.ratio(f"estimate_{scale}", f"json_dumps_{scale}"),
         }
     results["scaling"] = scaling
     return results
@@ -216,7 +216,7 @@ def print_report(results: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.add_argument("--repeats", type=int, default=9, help="runs per figure (median)")
+    parser.add_argument("--repeats", type=int, default=15, help="runs per figure (median)")
     parser.add_argument(
         "--scales", default="1,2,4,8", help="history sizes, as repetitions of its turns"
     )

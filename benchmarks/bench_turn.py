@@ -100,7 +100,7 @@ def near_threshold_history(messages: Messages) -> Messages:
     return long[:low]
 
 
-def steady_parts(compactor: Compactor, history: Messages, repeats: int) -> dict[str, float]:
+def steady_parts(compactor: Compactor, history: Messages, repeats: int) -> _history.Timings:
     keep = compactor.keep_recent
     return _history.compare(
         {
@@ -114,15 +114,33 @@ def steady_parts(compactor: Compactor, history: Messages, repeats: int) -> dict[
     )
 
 
-def timed_once(setup: Any, action: Any, repeats: int) -> float:
-    """Median time of ``action(state)`` over fresh ``state = setup()`` each run."""
-    samples = []
+def steady_report(history: Messages, parts: _history.Timings) -> dict[str, Any]:
+    return {
+        "messages": len(history),
+        "tokens": estimate_tokens(history),
+        "json_chars": len(json.dumps(history, ensure_ascii=False)),
+        "seconds": parts.seconds,
+        "ratios_vs_json_dumps": {name: parts.ratio(name, "json_dumps") for name in parts.seconds},
+    }
+
+
+def timed_once(
+    setup: Any, action: Any, repeats: int, reference: Any = None
+) -> tuple[float, float | None]:
+    """Median time of ``action(setup())``, each run on a fresh state, and the
+    median ratio to one call of ``reference()`` timed in the same run."""
+    samples: list[float] = []
+    ratios: list[float] = []
     for _ in range(repeats):
         state = setup()
         start = time.perf_counter()
         action(state)
         samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+        if reference is not None:
+            start = time.perf_counter()
+            reference()
+            ratios.append(samples[-1] / (time.perf_counter() - start))
+    return statistics.median(samples), statistics.median(ratios) if ratios else None
 
 
 def peak_bytes(action: Any) -> int:
@@ -141,28 +159,12 @@ def run(repeats: int, scales: list[int]) -> dict[str, Any]:
 
     compactor, history = settled(messages)
     parts = steady_parts(compactor, history, repeats)
-    results["steady"] = {
-        "messages": len(history),
-        "tokens": estimate_tokens(history),
-        "json_chars": len(json.dumps(history, ensure_ascii=False)),
-        "seconds": parts,
-        "ratios_vs_json_dumps": {
-            name: seconds / parts["json_dumps"] for name, seconds in parts.items()
-        },
-    }
+    results["steady"] = steady_report(history, parts)
 
     near = near_threshold_history(messages)
     near_compactor, near_history = settled(near)
     near_parts = steady_parts(near_compactor, near_history, repeats)
-    results["near_threshold"] = {
-        "messages": len(near_history),
-        "tokens": estimate_tokens(near_history),
-        "json_chars": len(json.dumps(near_history, ensure_ascii=False)),
-        "seconds": near_parts,
-        "ratios_vs_json_dumps": {
-            name: seconds / near_parts["json_dumps"] for name, seconds in near_parts.items()
-        },
-    }
+    results["near_threshold"] = steady_report(near_history, near_parts)
 
     # A turn with one new tool result: micro-compaction truncates exactly one.
     def with_new_turn() -> Messages:
@@ -170,8 +172,13 @@ def run(repeats: int, scales: list[int]) -> dict[str, Any]:
         grown += new_turn(len(grown))
         return grown
 
-    one_new = timed_once(with_new_turn, compactor, max(repeats, 15))
-    first_call = timed_once(
+    one_new, one_new_ratio = timed_once(
+        with_new_turn,
+        compactor,
+        max(repeats, 15),
+        lambda: json.dumps(history, ensure_ascii=False),
+    )
+    first_call, _ = timed_once(
         lambda: json_copy(messages),
         Compactor(must_not_be_called, threshold=THRESHOLD),
         max(3, repeats // 2),
@@ -186,10 +193,10 @@ def run(repeats: int, scales: list[int]) -> dict[str, Any]:
     results["micro_and_serialize"] = {
         "turn_with_one_new_result_seconds": one_new,
         "first_call_truncating_all_seconds": first_call,
-        "serialize_full_history_seconds": full["serialize"],
-        "json_dumps_full_history_seconds": full["json_dumps"],
-        "serialize_vs_json_dumps": full["serialize"] / full["json_dumps"],
-        "turn_with_one_new_result_vs_steady_json_dumps": one_new / parts["json_dumps"],
+        "serialize_full_history_seconds": full.seconds["serialize"],
+        "json_dumps_full_history_seconds": full.seconds["json_dumps"],
+        "serialize_vs_json_dumps": full.ratio("serialize", "json_dumps"),
+        "turn_with_one_new_result_vs_steady_json_dumps": one_new_ratio,
     }
 
     # Scaling of the steady-state call; all sizes take turns within each run.
@@ -206,10 +213,10 @@ def run(repeats: int, scales: list[int]) -> dict[str, Any]:
         f"{scale}x": {
             "messages": sizes[scale][0],
             "tokens": sizes[scale][1],
-            "call_seconds": times[f"call_{scale}"],
-            "call_vs_1x": times[f"call_{scale}"] / times[f"call_{first}"],
-            "json_dumps_vs_1x": times[f"json_dumps_{scale}"] / times[f"json_dumps_{first}"],
-            "call_vs_json_dumps": times[f"call_{scale}"] / times[f"json_dumps_{scale}"],
+            "call_seconds": times.seconds[f"call_{scale}"],
+            "call_vs_1x": times.ratio(f"call_{scale}", f"call_{first}"),
+            "json_dumps_vs_1x": times.ratio(f"json_dumps_{scale}", f"json_dumps_{first}"),
+            "call_vs_json_dumps": times.ratio(f"call_{scale}", f"json_dumps_{scale}"),
         }
         for scale in scales
     }
@@ -322,7 +329,7 @@ def print_report(results: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.add_argument("--repeats", type=int, default=9, help="runs per figure (median)")
+    parser.add_argument("--repeats", type=int, default=15, help="runs per figure (median)")
     parser.add_argument(
         "--scales", default="1,2,4,8", help="history sizes, as repetitions of its turns"
     )

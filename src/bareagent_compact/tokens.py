@@ -5,14 +5,21 @@ character weighs, in this order of precedence: CJK 1.5, ASCII letter or digit
 0.25, whitespace (``str.isspace``) 0.25, anything else 0.5. The grand total is
 rounded up. Internally everything is counted in exact integer quarters.
 
-The hot path does no per-character Python work. An ASCII string is classified
-by one ``bytes.translate``. Any other string is classified by Unicode block
-through two encodings: its Latin-1 bytes (with ``ignore``, so only characters
-up to U+00FF remain) settle the characters of the first block, and the high
-bytes of its UTF-16 code units put every other character in its 256-character
-block. Only the few blocks that are partly CJK or partly whitespace need a
-closer look, and only when they occur. Long strings are processed in slices so
-that the temporary byte strings stay small and in cache.
+The estimate runs at the start of every agent turn over the whole history, so
+it does no per-character Python work:
+
+- an ASCII string is classified by one ``bytes.translate`` of its bytes;
+- a mostly ASCII string by its UTF-8 bytes: one ``translate`` settles every
+  character up to U+00FF, and what is left decodes to the few characters above;
+- any other string by Unicode block: its Latin-1 bytes (with ``ignore``) settle
+  the characters up to U+00FF, and the high bytes of its UTF-16 code units put
+  every other character in its 256-character block. Only the blocks that are
+  partly CJK or partly whitespace, and astral characters, need a closer look,
+  and only when they occur.
+
+Short strings are joined into batches and long ones cut into slices, so that
+the overhead of a call is paid rarely and the temporaries stay small: the
+history is never copied. ``benchmarks/bench_estimate.py`` measures it.
 """
 
 from __future__ import annotations
@@ -317,7 +324,7 @@ def _too_deep() -> ValueError:
 class _Parts:
     """The strings whose weights make up some content, gathered in order.
 
-    Values weighed as their JSON text are encoded all in one call when the
+    Values weighed as their JSON text are encoded a group at a time when the
     strings are weighed. Should gathering fail, they are first encoded one by
     one, so that the error raised is the one met first in reading order.
     """
