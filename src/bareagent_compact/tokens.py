@@ -148,11 +148,11 @@ _UTF8_NARROW: Final = bytes(range(0x80)) + b"\xc2\xc3"
 
 _CHUNK: Final = 1 << 13
 """Longer strings are classified this many characters at a time."""
-_BATCH: Final = 1 << 12
+_BATCH: Final = 1 << 11
 """Short strings are joined into batches of about this many characters."""
 _JSON_GROUP: Final = 32
 """Values weighed as JSON text are encoded this many at a time."""
-_SMALL: Final = 2048
+_SMALL: Final = 1024
 """Strings up to this length are joined with their neighbours and classified together."""
 _SPARSE: Final = 4
 """Strings with fewer extra UTF-8 bytes than one in this many characters count as
