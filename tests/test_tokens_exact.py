@@ -210,7 +210,7 @@ def test_long_strings_with_one_odd_character_at_the_chunk_edges() -> None:
     base = "x" * 200_000
     base_weight = reference_text(base)
     for odd in ("\u4e00", "\u2003", "\U00020000", "\ud840", "\xa0", "é", "!"):
-        for position in (0, 1, 4095, 4096, 65535, 65536, 131071, 131072, 199_999):
+        for position in (0, 1, 4095, 4096, 8191, 8192, 65535, 65536, 131071, 131072, 199_999):
             text = base[:position] + odd + base[position + 1 :]
             expected = base_weight - reference_weight("x") + reference_weight(odd)
             assert text_quarters(text) == 4 * expected, (ascii(odd), position)
