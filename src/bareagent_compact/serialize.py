@@ -91,9 +91,16 @@ def _serialize(messages: list[Message]) -> str:
     if not isinstance(messages, list):
         raise TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
     names = tool_names(messages)
-    parts: list[str] = []
+    # One join over pieces that reference the content strings themselves keeps
+    # the peak memory near one copy of the transcript.
+    pieces: list[str] = []
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             raise TypeError(f"messages[{index}] must be a dict, got {type(message).__name__}")
-        parts.append(f"[{message.get('role')}]\n{render_content(message.get('content'), names)}\n")
-    return "\n".join(parts).strip()
+        if pieces:
+            pieces.append("\n\n")
+        pieces.append(f"[{message.get('role')}]\n")
+        pieces.append(render_content(message.get("content"), names))
+    text = "".join(pieces)
+    # Equal to stripping both ends: the text always starts with "[".
+    return text.rstrip() if text[-1:].isspace() else text
