@@ -13,6 +13,7 @@ Importing this module also puts the repository's ``src`` directory first on
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import statistics
@@ -346,3 +347,26 @@ def report_line(label: str, seconds: float, ratio: float | None = None, of: str 
     if ratio is not None:
         line += f"   {ratio:6.2f}x {of}"
     return line
+
+
+def main(
+    doc: str,
+    run: Callable[[int, list[int]], dict[str, Any]],
+    print_report: Callable[[dict[str, Any]], None],
+    argv: list[str] | None = None,
+) -> int:
+    """The command line both benchmarks share: ``--json``, ``--repeats``, ``--scales``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--repeats", type=int, default=15, help="runs per figure (median)")
+    parser.add_argument(
+        "--scales", default="1,2,4,8", help="history sizes, as repetitions of its turns"
+    )
+    args = parser.parse_args(argv)
+    results = run(args.repeats, [int(scale) for scale in args.scales.split(",")])
+    if args.json:
+        json.dump(results, sys.stdout, indent=2)
+        print()
+    else:
+        print_report(results)
+    return 0

@@ -17,7 +17,6 @@ Figures printed:
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -214,21 +213,7 @@ def print_report(results: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.add_argument("--repeats", type=int, default=15, help="runs per figure (median)")
-    parser.add_argument(
-        "--scales", default="1,2,4,8", help="history sizes, as repetitions of its turns"
-    )
-    args = parser.parse_args(argv)
-    scales = [int(scale) for scale in args.scales.split(",")]
-    results = run(args.repeats, scales)
-    if args.json:
-        json.dump(results, sys.stdout, indent=2)
-        print()
-    else:
-        print_report(results)
-    return 0
+    return _history.main(__doc__ or "", run, print_report, argv)
 
 
 if __name__ == "__main__":

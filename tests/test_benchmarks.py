@@ -1,0 +1,45 @@
+"""The benchmark scripts keep running and keep measuring what they claim to.
+
+No timing is asserted here (machines are shared and noisy); only that each
+script runs as a plain ``python benchmarks/...`` and reports the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def run_json(script: str) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--repeats", "1", "--scales", "1,2", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        encoding="utf-8",
+    )
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+@pytest.mark.parametrize("script", ["bench_estimate.py", "bench_turn.py"])
+def test_benchmark_builds_a_history_at_the_default_threshold(script: str) -> None:
+    history = run_json(script)["history"]
+    assert isinstance(history, dict)
+    assert 50_000 <= history["tokens"] <= 55_000
+    assert 60 <= history["messages"] <= 200
+    assert history["messages_with_chinese"] > 0
+
+
+def test_turn_benchmark_reports_ratios_and_memory() -> None:
+    results = run_json("bench_turn.py")
+    steady = results["steady"]
+    assert isinstance(steady, dict)
+    assert set(steady["ratios_vs_json_dumps"]) >= {"compactor_call", "estimate_tokens"}
+    assert "memory" in results and "scaling" in results
