@@ -208,3 +208,11 @@ def test_micro_compact_rejects_malformed_messages_before_mutating() -> None:
     with pytest.raises(TypeError, match=r"messages\[12\]"):
         _micro_compact(messages, keep_recent=0)
     assert messages == before
+
+
+def test_micro_compact_keeps_a_result_object_shared_with_a_kept_message() -> None:
+    messages = history(4)
+    shared = messages[3]  # the oldest tool_result message, appended again as the newest
+    messages.append(shared)
+    _micro_compact(messages)
+    assert messages[-1]["content"][0]["content"] == "0" * 50

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bareagent_compact import Action, Compactor, _micro_compact, find_orphans
+from bareagent_compact import Action, Compactor, _micro_compact, estimate_tokens, find_orphans
 from conftest import MemoryTranscripts, RecordingProvider, tool_round
 
 History = Callable[..., list[dict[str, Any]]]
@@ -322,19 +322,47 @@ def test_a_response_whose_text_raises_counts_as_a_failed_summary(make_history: H
     assert messages == expected
 
 
-def test_a_summary_that_would_not_shrink_the_history_is_not_applied(
+def test_a_summary_longer_than_what_it_replaces_is_applied_and_warned(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pending = {"role": "user", "content": "x" * 4000}
+    messages = [{"role": "user", "content": "short task"}, {"role": "assistant", "content": "ok"}]
+    messages.append(pending)
+    provider = RecordingProvider("a summary longer than the history " * 5)
+    with caplog.at_level(logging.WARNING):
+        result = Compactor(provider, threshold=100)(messages)
+    assert result.action is Action.FULL and result.tokens_after > result.tokens_before
+    assert messages[-1] is pending
+    assert any("did not shrink" in r.getMessage() for r in caplog.records)
+
+
+def test_a_token_counter_failing_after_the_rebuild_does_not_raise(
     make_history: History, caplog: pytest.LogCaptureFixture
 ) -> None:
-    messages = [{"role": "user", "content": "short task"}, {"role": "assistant", "content": "ok"}]
-    messages.append({"role": "user", "content": "x" * 4000})
-    before = copy.deepcopy(messages)
+    calls = 0
+
+    def counter(messages: list[dict[str, Any]]) -> int:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            raise RuntimeError("token count service down")
+        return 10**6
+
+    messages = make_history(rounds=2)
     with caplog.at_level(logging.WARNING):
-        result = Compactor(
-            RecordingProvider("a summary longer than the history " * 5), threshold=100
-        )(messages)
-    assert result.action is Action.FAILED and result.reason == "summary would not shrink"
-    assert messages == before
-    assert any("not shrink" in r.getMessage() for r in caplog.records)
+        result = Compactor(RecordingProvider(), token_counter=counter)(messages)
+    assert result.action is Action.FULL
+    assert result.tokens_after == estimate_tokens(messages)
+    assert any("token_counter failed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_constant_token_counter_costs_one_summary_not_one_per_turn(make_history: History) -> None:
+    provider = RecordingProvider()
+    compactor = Compactor(provider, token_counter=lambda messages: 60_000)
+    messages = make_history(rounds=2)
+    for _ in range(3):
+        compactor(messages)
+    assert len(provider.prompts) == 1
 
 
 def test_forced_compaction_applies_even_a_longer_summary(provider: RecordingProvider) -> None:
@@ -395,3 +423,63 @@ def test_summarising_trailing_tool_calls_is_warned(
     with caplog.at_level(logging.WARNING):
         Compactor(provider)(messages, force=True)
     assert any("1 unpaired tool block" in r.getMessage() for r in caplog.records)
+
+
+def test_keep_tool_pairs_keeps_trailing_calls_behind_a_system_reminder(
+    provider: RecordingProvider,
+) -> None:
+    call, result = tool_round("t1", "bash", "")
+    reminder = {"role": "system", "content": "<reminder>"}
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "ok"},
+        call,
+        reminder,
+    ]
+    Compactor(provider, keep_tool_pairs=True)(messages, force=True)
+    assert call in messages
+    assert find_orphans([*messages, result]) == []
+
+
+def test_summarising_trailing_calls_behind_a_system_reminder_is_warned(
+    provider: RecordingProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    call, _ = tool_round("t1", "bash", "")
+    messages = [
+        {"role": "user", "content": "go"},
+        call,
+        {"role": "system", "content": "<reminder>"},
+    ]
+    with caplog.at_level(logging.WARNING):
+        Compactor(provider)(messages, force=True)
+    assert any("1 unpaired tool block" in r.getMessage() for r in caplog.records)
+
+
+def test_non_string_tool_ids_never_break_a_compaction(provider: RecordingProvider) -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": {"id": "x"}, "name": "n", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": {"id": "x"}, "content": "r"}],
+        },
+    ]
+    for keep in (False, True):
+        history = copy.deepcopy(messages)
+        assert Compactor(provider, keep_tool_pairs=keep)(history, force=True).action is Action.FULL
+
+
+def test_non_string_dict_keys_are_compacted_without_crashing(provider: RecordingProvider) -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": [{"type": "text", "text": "s", "meta": {(1, 2): "v"}}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "x", "input": {(1, 2): "v"}}],
+        },
+        {"role": "user", "content": "go"},
+    ]
+    assert Compactor(provider)(messages, force=True).action is Action.FULL
+    assert messages[0]["content"][0]["meta"] == {"(1, 2)": "v"}

@@ -107,3 +107,28 @@ def test_serialize_renders_odd_content_types_without_crashing() -> None:
 def test_serialize_rejects_non_dict_messages_with_type_error() -> None:
     with pytest.raises(TypeError, match=r"messages\[0\]"):
         _serialize(["hello"])  # type: ignore[list-item]
+
+
+def test_serialize_renders_a_string_tool_input_as_json() -> None:
+    messages = [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "1", "name": "bash", "input": "ls -la"}],
+        }
+    ]
+    assert _serialize(messages) == '[assistant]\n[tool_use:bash] "ls -la"'
+
+
+def test_serialize_renders_a_dict_without_a_type_as_json_data() -> None:
+    messages = [{"role": "user", "content": [{"text": "hi", "x": 1}]}]
+    assert _serialize(messages) == '[user]\n{"text": "hi", "x": 1}'
+
+
+def test_serialize_writes_non_string_dict_keys_as_text() -> None:
+    messages = [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "1", "name": "x", "input": {(1, 2): "v"}}],
+        }
+    ]
+    assert _serialize(messages) == '[assistant]\n[tool_use:x] {"(1, 2)": "v"}'

@@ -720,24 +720,13 @@ def test_compactor_archives_what_it_truncates_and_snapshots_before_summarising(
     assert messages[1]["content"].endswith("总结")
 
 
-def test_compactor_with_an_unsafe_session_id_keeps_results_and_writes_nothing(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_compactor_refuses_a_session_id_the_manager_refuses(tmp_path: Path) -> None:
     mgr = JsonlTranscriptManager(tmp_path / "store")
-    messages: list[dict[str, Any]] = []
-    for i in range(4):
-        messages += [
-            {
-                "role": "assistant",
-                "content": [{"type": "tool_use", "id": f"t{i}", "name": "bash", "input": {}}],
-            },
-            {
-                "role": "user",
-                "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": "out"}],
-            },
-        ]
-    compactor = Compactor(lambda prompt: "s", mgr, session_id="../escape", archive=mgr.archive)
-    with caplog.at_level(logging.WARNING):
-        compactor(messages, force=True)
-    assert messages[1]["content"][0]["content"] == "out"  # archive refused: kept whole
+    for bad in ("../escape", "2025-01-02T03:04:05", "a/b"):
+        with pytest.raises(ValueError):
+            Compactor(lambda prompt: "s", mgr, session_id=bad, archive=mgr.archive)
+    compactor = Compactor(lambda prompt: "s", mgr, session_id="good", archive=mgr.archive)
+    with pytest.raises(ValueError):
+        compactor.set_session_id("../escape")
+    assert compactor.get_session_id() == "good"
     assert files(tmp_path) == []

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from bareagent_compact._json import json_copy
 from bareagent_compact.micro import DEFAULT_KEEP_RECENT, check_keep_recent, micro_compact
@@ -62,7 +61,7 @@ def _paired_tail_start(head: list[Message], pending: Message) -> int:
     """
     start = len(head)
     while True:
-        needed: set[Any] = set()
+        needed: set[str] = set()
         for message in [*head[start:], pending]:
             needed |= tool_ids(message, "tool_result", "tool_use_id")
         for message in head[start:]:
@@ -78,6 +77,14 @@ def _paired_tail_start(head: list[Message], pending: Message) -> int:
         if earliest == start:
             return start
         start = earliest
+
+
+def _last_dialogue_index(messages: list[Message]) -> int | None:
+    """Index of the last message that is not a system message, if any."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") != "system":
+            return index
+    return None
 
 
 def _is_own_output(message: Message, acknowledgement: str) -> bool:
@@ -148,8 +155,17 @@ class Compactor:
         self.keep_tool_pairs = bool(keep_tool_pairs)
         self.archive = archive
         self.require_snapshot = bool(require_snapshot)
-        self._session_id = _check_session_id(session_id)
+        self._session_id = self._checked_session_id(session_id)
         self._lock = threading.RLock()
+
+    def _checked_session_id(self, session_id: object) -> str:
+        """A non-empty ``str``, also acceptable to the transcript manager when it can
+        say (``check_session_id``), so a bad id fails now rather than every turn."""
+        checked = _check_session_id(session_id)
+        check = getattr(self.transcript_mgr, "check_session_id", None)
+        if callable(check):
+            check(checked)
+        return checked
 
     def get_session_id(self) -> str:
         """The session id under which snapshots are saved."""
@@ -157,7 +173,7 @@ class Compactor:
 
     def set_session_id(self, session_id: str) -> None:
         """Rebind the session id (call it on ``/new`` and ``/resume``)."""
-        checked = _check_session_id(session_id)
+        checked = self._checked_session_id(session_id)
         with self._lock:
             self._session_id = checked
 
@@ -188,8 +204,9 @@ class Compactor:
             return len(head)
         if pending is not None:
             return _paired_tail_start(head, pending)
-        if head and tool_ids(head[-1], "tool_use", "id"):
-            return len(head) - 1
+        last = _last_dialogue_index(head)
+        if last is not None and tool_ids(head[last], "tool_use", "id"):
+            return last
         return len(head)
 
     def _compact(self, messages: list[Message], force: bool) -> CompactionResult:
@@ -271,25 +288,35 @@ class Compactor:
         ]
         if pending is not None:
             rebuilt.append(pending)
-        after = self.token_counter(rebuilt)
-        if not force and after >= tokens:
-            logger.warning(
-                "summary would not shrink the history (%d -> %d estimated tokens); "
-                "history left as it was",
-                tokens,
-                after,
-            )
-            return self._failed(tokens, truncated, snapshot_saved, "summary would not shrink")
         # Tool calls ending the history, summarised away: their results will be orphans.
         dropped_calls = 0
-        if not self.keep_tool_pairs and pending is None and head:
-            dropped_calls = len(tool_ids(head[-1], "tool_use", "id"))
+        last = _last_dialogue_index(head)
+        if pending is None and last is not None and start > last:
+            dropped_calls = len(tool_ids(head[last], "tool_use", "id"))
         messages[:] = rebuilt
-        self._warn_about(messages, dropped_calls, after)
+        # Nothing below may raise: the summary is in hand and the history rebuilt.
+        try:
+            after = self.token_counter(messages)
+        except Exception:
+            logger.warning("token_counter failed on the rebuilt history", exc_info=True)
+            after = estimate_tokens(messages)
+        try:
+            self._warn_about(messages, dropped_calls, tokens, after)
+        except Exception:  # a malformed block must not turn success into an exception
+            logger.warning("could not check the rebuilt history", exc_info=True)
         return CompactionResult(Action.FULL, tokens, after, truncated, snapshot_saved)
 
-    def _warn_about(self, messages: list[Message], dropped_calls: int, after: int) -> None:
+    def _warn_about(
+        self, messages: list[Message], dropped_calls: int, before: int, after: int
+    ) -> None:
         """Log what a caller must know about a rebuilt history."""
+        if after >= before:
+            logger.warning(
+                "compaction did not shrink the history (%d -> %d tokens): the summary is "
+                "longer than what it replaced",
+                before,
+                after,
+            )
         unpaired = len(find_orphans(messages)) + dropped_calls
         if unpaired:
             logger.warning(

@@ -76,9 +76,20 @@ def micro_compact(
                     result = block.get("content")
                     if not (isinstance(result, str) and result.startswith(prefix)):
                         due.append(block)
+    if not due:
+        return 0
+    # A block object shared with a kept message (a result appended twice) stays whole.
+    kept = {
+        id(block)
+        for message in islice(messages, stale_end, None)
+        if isinstance(message, dict) and isinstance(message.get("content"), list)
+        for block in message["content"]
+    }
     names: dict[str, str] | None = None
     truncated = 0
     for block in due:
+        if id(block) in kept:
+            continue
         content = block.get("content")
         if is_truncated(content):
             continue  # the same block listed twice

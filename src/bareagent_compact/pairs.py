@@ -34,11 +34,13 @@ def _is_block(block: Any, block_type: str) -> bool:
     return isinstance(block, dict) and block.get("type") == block_type
 
 
-def tool_ids(message: Message | None, block_type: str, key: str) -> set[Any]:
-    """The ids (``block[key]``) of every ``block_type`` block of ``message``."""
+def tool_ids(message: Message | None, block_type: str, key: str) -> set[str]:
+    """The string ids (``block[key]``) of every ``block_type`` block of ``message``."""
     if message is None:
         return set()
-    return {b.get(key) for b in _blocks(message) if _is_block(b, block_type)}
+    return {
+        b[key] for b in _blocks(message) if _is_block(b, block_type) and isinstance(b.get(key), str)
+    }
 
 
 def _as_id(value: Any) -> str | None:
@@ -69,11 +71,13 @@ def find_orphans(messages: list[Message]) -> list[Orphan]:
         )
         for b_index, block in enumerate(_blocks(messages[m_index])):
             if _is_block(block, "tool_use"):
-                if following is not None and block.get("id") not in answers:
-                    orphans.append(Orphan("tool_use", m_index, b_index, _as_id(block.get("id"))))
-            elif _is_block(block, "tool_result") and block.get("tool_use_id") not in calls:
-                tool_use_id = _as_id(block.get("tool_use_id"))
-                orphans.append(Orphan("tool_result", m_index, b_index, tool_use_id))
+                use_id = _as_id(block.get("id"))
+                if following is not None and use_id not in answers:
+                    orphans.append(Orphan("tool_use", m_index, b_index, use_id))
+            elif _is_block(block, "tool_result"):
+                result_id = _as_id(block.get("tool_use_id"))
+                if result_id not in calls:
+                    orphans.append(Orphan("tool_result", m_index, b_index, result_id))
     return orphans
 
 

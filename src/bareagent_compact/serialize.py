@@ -62,13 +62,13 @@ def render_block(block: Any, names: dict[str, str], depth: int = 0) -> str:
     """Render one content block (see :func:`render_content`)."""
     if not isinstance(block, dict):
         return render_content(block, names, depth)
+    if "type" not in block:
+        return to_json(block)  # a dict without a type is data, not a block
     block_type = block.get("type")
     if block_type == "text":
         return render_content(block.get("text"), names, depth)
     if block_type == "tool_use":
-        tool_input = block.get("input", {})
-        rendered = tool_input if isinstance(tool_input, str) else to_json(tool_input)
-        return f"[tool_use:{block.get('name', UNKNOWN_TOOL)}] {rendered}"
+        return f"[tool_use:{block.get('name', UNKNOWN_TOOL)}] {to_json(block.get('input', {}))}"
     if block_type == "tool_result":
         text = render_content(block.get("content"), names, depth)
         return f"[tool_result:{tool_name_for(block, names)}] {text}"

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Final, TypeAlias
 
+from bareagent_compact._json import with_plain_keys
 from bareagent_compact.protocols import ArchiveRecord, Message
 
 __all__ = [
@@ -176,28 +177,6 @@ def _parse_snapshot_name(directory: Path, name: str) -> Snapshot | None:
     return Snapshot(session_id, timestamp, directory / name)
 
 
-def _with_plain_keys(value: Any, fallbacks: Counter[str], active: set[int]) -> Any:
-    """A copy of the containers in ``value`` whose dict keys JSON can encode."""
-    if isinstance(value, dict | list | tuple):
-        if id(value) in active:
-            raise ValueError("Circular reference detected")
-        active.add(id(value))
-        try:
-            if not isinstance(value, dict):
-                return [_with_plain_keys(item, fallbacks, active) for item in value]
-            plain: dict[Any, Any] = {}
-            for key, item in value.items():
-                plain_key = key
-                if key is not None and not isinstance(key, str | int | float):
-                    fallbacks[type(key).__name__] += 1
-                    plain_key = str(key)
-                plain[plain_key] = _with_plain_keys(item, fallbacks, active)
-            return plain
-        finally:
-            active.discard(id(value))
-    return value
-
-
 def _encode_line(value: Any, fallbacks: Counter[str]) -> bytes:
     """One JSON line in UTF-8, non-ASCII kept readable.
 
@@ -217,7 +196,7 @@ def _encode_line(value: Any, fallbacks: Counter[str]) -> bytes:
             text = json.dumps(value, ensure_ascii=False, default=fallback)
         except TypeError:  # a dict key that is not str, int, float, bool or None
             counted.clear()
-            plain = _with_plain_keys(value, counted, set())
+            plain = with_plain_keys(value, counted, set())
             text = json.dumps(plain, ensure_ascii=False, default=fallback)
     except RecursionError:
         raise ValueError("message content is nested too deeply to encode as JSON") from None
@@ -317,6 +296,11 @@ class JsonlTranscriptManager:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.directory)!r})"
+
+    @staticmethod
+    def check_session_id(session_id: object) -> str:
+        """Validate a session id for use in file names (``Compactor`` calls this early)."""
+        return check_session_id(session_id)
 
     # -- snapshots -----------------------------------------------------------
 
