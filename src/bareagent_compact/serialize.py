@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from bareagent_compact._json import to_json
 from bareagent_compact.protocols import Message
+from bareagent_compact.validate import not_a_dict, not_a_list
 
 UNKNOWN_TOOL: Final = "unknown"
 """The tool name shown for a result whose ``tool_use`` is not in the history."""
@@ -89,14 +90,14 @@ def _serialize(messages: list[Message]) -> str:
     hi
     """
     if not isinstance(messages, list):
-        raise TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
+        raise not_a_list(messages)
     names = tool_names(messages)
     # One join over pieces that reference the content strings themselves keeps
     # the peak memory near one copy of the transcript.
     pieces: list[str] = []
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
-            raise TypeError(f"messages[{index}] must be a dict, got {type(message).__name__}")
+            raise not_a_dict(index, message)
         if pieces:
             pieces.append("\n\n")
         pieces.append(f"[{message.get('role')}]\n")

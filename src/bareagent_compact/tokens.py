@@ -31,6 +31,7 @@ from typing import Any, Final
 
 from bareagent_compact._json import to_json
 from bareagent_compact.protocols import Message
+from bareagent_compact.validate import not_a_dict, not_a_list
 
 CJK_RANGES: Final[tuple[tuple[int, int], ...]] = (
     (0x3000, 0x303F),  # CJK symbols and punctuation (U+3000 ideographic space included)
@@ -427,13 +428,13 @@ def estimate_tokens(messages: list[Message]) -> int:
     5
     """
     if not isinstance(messages, list):
-        raise TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
+        raise not_a_list(messages)
     parts = _Parts()
     strings = parts.strings
     try:
         for index, message in enumerate(messages):
             if not isinstance(message, dict):
-                raise TypeError(f"messages[{index}] must be a dict, got {type(message).__name__}")
+                raise not_a_dict(index, message)
             content = message.get("content")
             if isinstance(content, str):
                 strings.append(content)

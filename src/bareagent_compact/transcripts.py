@@ -27,6 +27,7 @@ from typing import Any, Final, TypeAlias
 
 from bareagent_compact._json import with_plain_keys
 from bareagent_compact.protocols import ArchiveRecord, Message
+from bareagent_compact.validate import not_a_dict, not_a_list
 
 __all__ = [
     "ARCHIVE_SUFFIX",
@@ -313,12 +314,12 @@ class JsonlTranscriptManager:
         """
         session_id = check_session_id(session_id)
         if not isinstance(messages, list | tuple):
-            raise TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
+            raise not_a_list(messages)
         fallbacks: Counter[str] = Counter()
         lines = []
         for index, message in enumerate(messages):
             if not isinstance(message, dict):
-                raise TypeError(f"messages[{index}] must be a dict, got {type(message).__name__}")
+                raise not_a_dict(index, message)
             lines.append(_encode_line(message, fallbacks))
         _log_fallbacks("snapshot", session_id, fallbacks)
 

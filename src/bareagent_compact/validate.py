@@ -5,13 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 
+def not_a_list(messages: object) -> TypeError:
+    """The error for a ``messages`` argument that is not a list."""
+    return TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
+
+
+def not_a_dict(index: int, message: object) -> TypeError:
+    """The error for an item of ``messages`` that is not a dict, naming its index."""
+    return TypeError(f"messages[{index}] must be a dict, got {type(message).__name__}")
+
+
 def validate_messages(messages: Any) -> None:
     """Raise ``TypeError`` naming the first index that is not a message dict with a ``str`` role."""
     if not isinstance(messages, list):
-        raise TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
+        raise not_a_list(messages)
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
-            raise TypeError(f"messages[{index}] must be a dict, got {type(message).__name__}")
+            raise not_a_dict(index, message)
         role = message.get("role")
         if not isinstance(role, str):
             raise TypeError(f"messages[{index}]['role'] must be a str, got {type(role).__name__}")
