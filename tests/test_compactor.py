@@ -38,6 +38,7 @@ def test_defaults_are_the_spec_values() -> None:
     assert compactor.keep_recent == 3
     assert compactor.get_session_id() == "default"
     assert compactor.transcript_mgr is None
+    assert compactor.keep_tool_pairs is True  # safe pairs by default; False is the literal spec
 
 
 # Step 1: micro-compaction always runs.
@@ -285,11 +286,39 @@ def test_rebuild_keeps_every_system_message_as_a_deep_copy_in_order(
     assert messages[0]["content"][0] is not s1["content"][0]
 
 
+def test_default_rebuild_keeps_the_answered_call_instead_of_the_acknowledgement(
+    provider: RecordingProvider, make_history: History
+) -> None:
+    messages = make_history(rounds=3)
+    call, pending = messages[-2], messages[-1]
+    Compactor(provider, threshold=10)(messages)
+    assert messages == [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "[Context Compressed]\nSUMMARY"},
+        call,
+        pending,
+    ]
+    assert messages[-2] is call and messages[-1] is pending
+
+
+def test_default_rebuild_of_a_pending_plain_message_has_the_spec_shape(
+    provider: RecordingProvider, make_history: History
+) -> None:
+    messages = [*make_history(rounds=3), {"role": "assistant", "content": "done"}]
+    messages.append({"role": "user", "content": "next"})
+    Compactor(provider)(messages, force=True)
+    assert [m["content"] for m in messages[1:]] == [
+        "[Context Compressed]\nSUMMARY",
+        "收到，我已理解之前的上下文，继续工作。",
+        "next",
+    ]
+
+
 def test_rebuild_has_the_spec_shape(provider: RecordingProvider, make_history: History) -> None:
     messages = make_history(rounds=3)
     pending = messages[-1]
     tokens = estimate_tokens(messages)
-    result = Compactor(provider, threshold=10)(messages)
+    result = Compactor(provider, threshold=10, keep_tool_pairs=False)(messages)
     assert messages == [
         {"role": "system", "content": "You are an agent."},
         {"role": "user", "content": "[Context Compressed]\nSUMMARY"},
@@ -386,4 +415,4 @@ def test_call_rejects_a_non_list_before_doing_anything(provider: RecordingProvid
 def test_pending_tool_pair_is_kept_after_the_round_trip(provider: RecordingProvider) -> None:
     messages = [{"role": "user", "content": "task"}, *tool_round("t1", "bash", "out")]
     Compactor(provider, keep_tool_pairs=True)(messages, force=True)
-    assert [m["role"] for m in messages] == ["user", "assistant", "assistant", "user"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]

@@ -73,12 +73,12 @@ def test_object_with_a_non_string_text_is_unusable(make_history: History) -> Non
 
 
 # Tool pairs.
-def test_default_rebuild_orphans_a_pending_tool_result_and_warns(
+def test_spec_rebuild_orphans_a_pending_tool_result_and_warns(
     provider: RecordingProvider, make_history: History, caplog: pytest.LogCaptureFixture
 ) -> None:
     messages = make_history(rounds=2)
     with caplog.at_level(logging.WARNING):
-        Compactor(provider)(messages, force=True)
+        Compactor(provider, keep_tool_pairs=False)(messages, force=True)
     assert [o.kind for o in find_orphans(messages)] == ["tool_result"]
     assert any("keep_tool_pairs=True" in r.getMessage() for r in caplog.records)
 
@@ -90,7 +90,8 @@ def test_keep_tool_pairs_keeps_the_matching_call_before_the_pending_result(
     call, pending = messages[-2], messages[-1]
     Compactor(provider, keep_tool_pairs=True)(messages, force=True)
     assert messages[-2] is call and messages[-1] is pending
-    assert [m["role"] for m in messages] == ["system", "user", "assistant", "assistant", "user"]
+    # The kept call follows the summary directly: no acknowledgement, roles alternate.
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     assert find_orphans(messages) == []
     assert '"toolu_2"' not in provider.prompts[0][1]["content"]
     assert "[tool_use:read_file]" in provider.prompts[0][1]["content"]
@@ -417,7 +418,7 @@ def test_tool_ids_reused_across_turns_pair_with_the_nearest_call(
     call, pending = messages[-2], messages[-1]
     result = Compactor(provider, keep_tool_pairs=True)(messages, force=True)
     assert result.action is Action.FULL
-    assert [m["role"] for m in messages] == ["user", "assistant", "assistant", "user"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     assert messages[-2] is call and messages[-1] is pending
 
 
@@ -427,8 +428,8 @@ def test_summarising_trailing_tool_calls_is_warned(
     call, _ = tool_round("z", "bash", "")
     messages = [{"role": "user", "content": "go"}, call]
     with caplog.at_level(logging.WARNING):
-        Compactor(provider)(messages, force=True)
-    assert any("1 unpaired tool block" in r.getMessage() for r in caplog.records)
+        Compactor(provider, keep_tool_pairs=False)(messages, force=True)
+    assert any("1 unpaired tool call" in r.getMessage() for r in caplog.records)
 
 
 def test_keep_tool_pairs_keeps_trailing_calls_behind_a_system_reminder(
@@ -457,8 +458,8 @@ def test_summarising_trailing_calls_behind_a_system_reminder_is_warned(
         {"role": "system", "content": "<reminder>"},
     ]
     with caplog.at_level(logging.WARNING):
-        Compactor(provider)(messages, force=True)
-    assert any("1 unpaired tool block" in r.getMessage() for r in caplog.records)
+        Compactor(provider, keep_tool_pairs=False)(messages, force=True)
+    assert any("1 unpaired tool call" in r.getMessage() for r in caplog.records)
 
 
 def test_non_string_tool_ids_never_break_a_compaction(provider: RecordingProvider) -> None:

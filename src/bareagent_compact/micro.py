@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
+from collections.abc import Sequence
 from itertools import islice
-from typing import Any, Final
+from typing import Any, Final, NamedTuple, TypeAlias
 
-from bareagent_compact.protocols import ArchiveHook, Message
-from bareagent_compact.serialize import render_content, tool_name_for, tool_names
+from bareagent_compact import dialects
+from bareagent_compact.dialects import UNKNOWN_TOOL
+from bareagent_compact.protocols import ArchiveHook, ArchiveRecord, Message
+from bareagent_compact.serialize import render_content
 from bareagent_compact.validate import validate_messages
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_KEEP_RECENT: Final = 3
-"""How many of the newest tool_result messages micro-compaction leaves untouched."""
+"""How many of the newest tool-result units micro-compaction leaves untouched."""
 
 TRUNCATED_PREFIX: Final = "[truncated:"
 """Results whose content starts with this are markers already and are skipped."""
@@ -34,11 +38,18 @@ def check_keep_recent(keep_recent: object) -> int:
 
 
 def is_tool_result_message(message: Any) -> bool:
-    """True when ``content`` is a list holding at least one ``tool_result`` block."""
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, list):
+    """True for a message that opens or continues a tool-result unit.
+
+    Anthropic: ``content`` is a list holding at least one ``tool_result`` block.
+    OpenAI: a Chat ``tool`` message or a Responses result item (runs of them make
+    one unit). System messages never count.
+    """
+    if not isinstance(message, dict):
         return False
-    return any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    return dialects.kind(message) in _RESULT_KINDS
+
+
+_RESULT_KINDS: Final = (dialects.Kind.RESULTS, dialects.Kind.RESULT)
 
 
 def is_truncated(content: Any) -> bool:
@@ -46,72 +57,163 @@ def is_truncated(content: Any) -> bool:
     return isinstance(content, str) and content.startswith(TRUNCATED_PREFIX)
 
 
-def micro_compact(
-    messages: list[Message], keep_recent: int, archive: ArchiveHook | None = None
-) -> int:
-    """Truncate tool results older than the ``keep_recent`` newest tool_result messages.
+class Due(NamedTuple):
+    """One tool result micro-compaction is about to truncate."""
 
-    ``archive``, when given, receives every result just before it is replaced; if
-    it raises, that result is left whole (a warning is logged). Returns how many
-    blocks were truncated.
+    slot: dialects.Slot
+    marker: str
+    record: ArchiveRecord
+
+
+def stale_end(messages: Sequence[Any], keep_recent: int) -> int | None:
+    """Where the tool-result units older than the ``keep_recent`` newest end.
+
+    ``None`` when there are fewer units than that. A unit is one Anthropic
+    message of ``tool_result`` blocks or one run of OpenAI result messages.
     """
-    # This runs every turn over the whole history, so it is written for speed: the
-    # newest tool_result messages are found from the end, and a history whose old
-    # results are all markers already is read once, without a call per message.
-    stale_end = len(messages)
+    index = len(messages)
     to_keep = keep_recent
-    while to_keep and stale_end:
-        stale_end -= 1
-        if is_tool_result_message(messages[stale_end]):
-            to_keep -= 1
-    if to_keep:
-        return 0  # fewer tool_result messages than keep_recent
-    due: list[dict[str, Any]] = []
+    while to_keep and index:
+        index -= 1
+        message = messages[index]
+        if not is_tool_result_message(message):
+            continue
+        if dialects.kind(message) is dialects.Kind.RESULT:
+            index = dialects.turn_start(messages, index)
+        to_keep -= 1
+    return None if to_keep else index
+
+
+def _stale_slots(messages: Sequence[Any], end: int) -> list[dialects.Slot]:
+    """Every result slot before ``end`` that is not a marker yet (systems skipped)."""
+    # This runs every turn over the whole history, so the common shapes are read
+    # inline: a history whose old results are all markers already is read once.
+    due: list[dialects.Slot] = []
     prefix = TRUNCATED_PREFIX
-    for message in islice(messages, stale_end):
-        content = message.get("content") if isinstance(message, dict) else None
+    for message in islice(messages, end):
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
         if isinstance(content, list):
+            if message.get("role") in dialects.SYSTEM_ROLES:
+                continue
             for block in content:
                 if isinstance(block, dict) and block.get("type") == "tool_result":
                     result = block.get("content")
                     if not (isinstance(result, str) and result.startswith(prefix)):
-                        due.append(block)
-    if not due:
-        return 0
-    # A block object shared with a kept message (a result appended twice) stays whole.
-    kept = {
-        id(block)
-        for message in islice(messages, stale_end, None)
-        if isinstance(message, dict) and isinstance(message.get("content"), list)
-        for block in message["content"]
-    }
-    names: dict[str, str] | None = None
-    truncated = 0
-    for block in due:
-        if id(block) in kept:
-            continue
-        content = block.get("content")
-        if is_truncated(content):
-            continue  # the same block listed twice
-        if names is None:
-            names = tool_names(messages)
-        tool_name = tool_name_for(block, names)
+                        due.append(dialects.Slot(block, "content", _id(block.get("tool_use_id"))))
+        if message.get("role") == "tool" or "output" in message:
+            for slot in dialects.result_slots(message):
+                if slot.holder is message and not is_truncated(message.get(slot.key)):
+                    due.append(slot)
+    return due
+
+
+def _id(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def plan_micro(messages: Sequence[Any], keep_recent: int) -> list[Due]:
+    """The results micro-compaction would truncate now, with their markers (no change)."""
+    end = stale_end(messages, keep_recent)
+    if end is None:
+        return []
+    slots = _stale_slots(messages, end)
+    if not slots:
+        return []
+    # A block (or message) object shared with a kept message stays whole.
+    kept: set[int] = set()
+    for message in islice(messages, end, None):
+        if isinstance(message, dict):
+            kept.add(id(message))
+            content = message.get("content")
+            if isinstance(content, list):
+                kept.update(id(block) for block in content)
+    names = dialects.tool_names(messages)
+    planned: list[Due] = []
+    seen: set[int] = set()
+    for slot in slots:
+        if id(slot.holder) in kept or id(slot.holder) in seen:
+            continue  # shared with a kept message, or the same object listed twice
+        seen.add(id(slot.holder))
+        content = slot.holder.get(slot.key)
+        tool_name = names.get(slot.call_id, UNKNOWN_TOOL) if slot.call_id else UNKNOWN_TOOL
         chars = len(render_content(content, names))
-        if archive is not None:
-            record = {
-                "tool_use_id": block.get("tool_use_id"),
-                "tool_name": tool_name,
-                "content": content,
-            }
-            try:
-                archive(record)
-            except Exception:
-                # Truncating now would lose the only copy: keep the result.
-                logger.warning("archive hook failed; tool result kept untruncated", exc_info=True)
-                continue
-        block["content"] = truncation_marker(tool_name, chars)
-        truncated += 1
-    return truncated
+        record: ArchiveRecord = {
+            "tool_use_id": slot.call_id,
+            "tool_name": tool_name,
+            "content": content,
+        }
+        planned.append(Due(slot, truncation_marker(tool_name, chars), record))
+    return planned
+
+
+Undo: TypeAlias = list[tuple[dict[str, Any], str, Any]]
+"""What :func:`apply_micro` replaced: ``(holder, key, original content)``."""
+
+
+def apply_micro(planned: Sequence[Due], keep: Sequence[bool] | None = None) -> Undo:
+    """Truncate the planned results (those whose ``keep`` flag is true, if given)."""
+    undo: Undo = []
+    for position, due in enumerate(planned):
+        if keep is not None and not keep[position]:
+            continue
+        holder, key, _ = due.slot
+        undo.append((holder, key, holder.get(key)))
+        holder[key] = due.marker
+    return undo
+
+
+def undo_micro(undo: Undo) -> None:
+    """Put back what :func:`apply_micro` replaced, newest first."""
+    for holder, key, original in reversed(undo):
+        holder[key] = original
+
+
+def archive_all(planned: Sequence[Due], archive: ArchiveHook | None) -> list[bool]:
+    """Give each planned result to ``archive``; ``False`` where it failed.
+
+    A result whose archiving failed is left whole: truncating it would lose the
+    only copy. An awaitable returned by the hook counts as a failure here (it is
+    closed): only an asynchronous compactor can await it.
+    """
+    if archive is None:
+        return [True] * len(planned)
+    outcome: list[bool] = []
+    for due in planned:
+        try:
+            returned = archive(dict(due.record))
+        except Exception:
+            logger.warning("archive hook failed; tool result kept untruncated", exc_info=True)
+            outcome.append(False)
+            continue
+        if inspect.isawaitable(returned):
+            close = getattr(returned, "close", None)
+            if callable(close):
+                close()
+            logger.warning(
+                "archive hook returned an awaitable (use AsyncCompactor for async hooks); "
+                "tool result kept untruncated"
+            )
+            outcome.append(False)
+            continue
+        outcome.append(True)
+    return outcome
+
+
+def micro_compact(
+    messages: list[Message], keep_recent: int, archive: ArchiveHook | None = None
+) -> int:
+    """Truncate tool results older than the ``keep_recent`` newest tool-result units.
+
+    ``archive``, when given, receives every result just before it is replaced; if
+    it raises, that result is left whole (a warning is logged). Returns how many
+    results were truncated.
+    """
+    planned = plan_micro(messages, keep_recent)
+    if not planned:
+        return 0
+    return len(apply_micro(planned, archive_all(planned, archive)))
 
 
 def _micro_compact(messages: list[Message], keep_recent: int = DEFAULT_KEEP_RECENT) -> int:

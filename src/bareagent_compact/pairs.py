@@ -3,21 +3,31 @@
 The Anthropic Messages API requires every ``tool_use`` block of an assistant
 message to be answered by a ``tool_result`` block in the next message, and every
 ``tool_result`` to answer a ``tool_use`` of the message just before; otherwise
-the request fails with HTTP 400. Compaction can break such a pair by summarising
+the request fails with HTTP 400. OpenAI's APIs have the same rule for Chat
+``tool_calls`` and ``tool`` messages, and for Responses ``function_call`` and
+``function_call_output`` items. Compaction can break such a pair by summarising
 one half away; these helpers let a caller check a history and fix it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple
 
+from bareagent_compact import dialects
+from bareagent_compact.plain import plain_messages, plain_view
 from bareagent_compact.protocols import Message
-from bareagent_compact.serialize import render_block, render_content
+from bareagent_compact.serialize import render_block, render_content, render_message
 from bareagent_compact.validate import validate_messages
 
 
 class Orphan(NamedTuple):
-    """One unpaired block: which half it is, where it is, and its tool call id."""
+    """One unpaired tool call or result: which half it is, where it is, and its call id.
+
+    ``block_index`` is the index of the block in ``content`` (Anthropic), of the
+    entry in ``tool_calls`` (a Chat tool call), or 0 for a message that is one
+    result or call by itself (a Chat ``tool`` message, a Responses item).
+    """
 
     kind: Literal["tool_use", "tool_result"]
     message_index: int
@@ -25,74 +35,122 @@ class Orphan(NamedTuple):
     tool_use_id: str | None
 
 
-def _blocks(message: Message) -> list[Any]:
-    content = message.get("content")
-    return content if isinstance(content, list) else []
-
-
-def _is_block(block: Any, block_type: str) -> bool:
-    return isinstance(block, dict) and block.get("type") == block_type
-
-
-def tool_ids(message: Message | None, block_type: str, key: str) -> set[str]:
-    """The string ids (``block[key]``) of every ``block_type`` block of ``message``."""
+def tool_ids(message: Message | None, block_type: str, key: str = "") -> set[str]:
+    """The string ids of the tool calls (``block_type="tool_use"``) or tool results
+    (``"tool_result"``) in ``message``, in any dialect."""
     if message is None:
         return set()
-    return {
-        b[key] for b in _blocks(message) if _is_block(b, block_type) and isinstance(b.get(key), str)
-    }
+    if block_type == "tool_use":
+        return dialects.call_ids(message)
+    return dialects.result_ids(message)
 
 
-def _as_id(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def find_orphans(messages: list[Message]) -> list[Orphan]:
-    """List every tool block without its partner, in message order.
-
-    A ``tool_use`` is paired when the next non-system message is a ``user``
-    message holding a ``tool_result`` with its id; a ``tool_result`` is paired
-    when the previous non-system message is an ``assistant`` message holding a
-    ``tool_use`` with its id. System messages in between are ignored (APIs take
-    them apart from the dialogue). Tool calls in the last non-system message are
-    not orphans: their results are still to come.
-    """
-    validate_messages(messages)
-    dialogue = [i for i, m in enumerate(messages) if m["role"] != "system"]
+def _orphans(messages: Sequence[Message]) -> list[Orphan]:
+    turns = dialects.dialogue_turns(messages)
     orphans: list[Orphan] = []
-    for position, m_index in enumerate(dialogue):
-        previous = messages[dialogue[position - 1]] if position > 0 else None
-        following = messages[dialogue[position + 1]] if position + 1 < len(dialogue) else None
-        calls = tool_ids(previous, "tool_use", "id") if _role(previous) == "assistant" else set()
-        answers = (
-            tool_ids(following, "tool_result", "tool_use_id")
-            if _role(following) == "user"
-            else set()
-        )
-        for b_index, block in enumerate(_blocks(messages[m_index])):
-            if _is_block(block, "tool_use"):
-                use_id = _as_id(block.get("id"))
-                if following is not None and use_id not in answers:
-                    orphans.append(Orphan("tool_use", m_index, b_index, use_id))
-            elif _is_block(block, "tool_result"):
-                result_id = _as_id(block.get("tool_use_id"))
-                if result_id not in calls:
-                    orphans.append(Orphan("tool_result", m_index, b_index, result_id))
+    results_kinds = (dialects.Kind.RESULTS, dialects.Kind.RESULT)
+    for position, turn in enumerate(turns):
+        calls_before: set[str] = set()
+        if position > 0:
+            previous = turns[position - 1]
+            if dialects.kind(messages[previous[0]]) is dialects.Kind.ASSISTANT:
+                for index in previous:
+                    calls_before |= dialects.call_ids(messages[index])
+        answers: set[str] = set()
+        has_next = position + 1 < len(turns)
+        if has_next:
+            following = turns[position + 1]
+            if dialects.kind(messages[following[0]]) in results_kinds:
+                for index in following:
+                    answers |= dialects.result_ids(messages[index])
+        for index in turn:
+            message = messages[index]
+            for call in dialects.calls(message):
+                if has_next and call.call_id not in answers:
+                    orphans.append(Orphan("tool_use", index, call.position, call.call_id))
+            for result_position, call_id in dialects.results(message):
+                if call_id not in calls_before:
+                    orphans.append(Orphan("tool_result", index, result_position, call_id))
+    orphans.sort(key=lambda orphan: (orphan.message_index, orphan.block_index))
     return orphans
 
 
-def _role(message: Message | None) -> Any:
-    return None if message is None else message.get("role")
+def find_orphans(messages: Sequence[Any]) -> list[Orphan]:
+    """List every tool call or result without its partner, in message order.
+
+    A tool call is paired when the next turn holds a result with its id; a result
+    is paired when the turn just before is an assistant turn making that call
+    (a turn: one message, or a run of Chat ``tool`` messages or Responses items,
+    see :mod:`bareagent_compact.dialects`). System messages in between are
+    ignored (APIs take them apart from the dialogue). Tool calls in the last
+    turn are not orphans: their results are still to come. SDK objects are read
+    as the dicts they stand for; the list is not changed.
+    """
+    view = plain_view(messages)
+    validate_messages(view)
+    return _orphans(view)
+
+
+def _orphaned_result_text(content: Any, tool_use_id: str | None, is_error: bool) -> str:
+    status = ", error" if is_error else ""
+    return f"(result of tool call {tool_use_id}{status}, whose call is not in the history)"
 
 
 def _orphaned_result_blocks(block: dict[str, Any], tool_use_id: str | None) -> list[Any]:
     """What an orphaned ``tool_result`` becomes: a text header, then its own blocks."""
-    status = ", error" if block.get("is_error") else ""
-    header = f"(result of tool call {tool_use_id}{status}, whose call is not in the history)"
+    header = _orphaned_result_text(None, tool_use_id, bool(block.get("is_error")))
     content = block.get("content")
     if isinstance(content, list):
         return [{"type": "text", "text": header}, *content]
     return [{"type": "text", "text": f"{header} {render_content(content, {})}"}]
+
+
+def _call_text(call_id: str | None, rendering: str) -> str:
+    return f"(tool call {call_id} without a result) {rendering}"
+
+
+def _repair_blocks(message: Message, broken: dict[int, Orphan]) -> None:
+    """Anthropic: orphaned blocks become text; remaining results move to the front."""
+    results: list[Any] = []
+    others: list[Any] = []
+    for b_index, block in enumerate(message["content"]):
+        found = broken.get(b_index)
+        if found is None:
+            (results if _is_block(block, "tool_result") else others).append(block)
+        elif found.kind == "tool_result":
+            others.extend(_orphaned_result_blocks(block, found.tool_use_id))
+        else:
+            text = _call_text(found.tool_use_id, render_block(block, {}))
+            others.append({"type": "text", "text": text})
+    # Tool results must open a message; the converted text follows them.
+    message["content"] = results + others
+
+
+def _repair_chat_calls(message: Message, broken: dict[int, Orphan]) -> None:
+    """Chat: orphaned entries leave ``tool_calls`` and are appended to the text."""
+    kept: list[Any] = []
+    texts: list[str] = []
+    for position, call in enumerate(message["tool_calls"]):
+        found = broken.get(position)
+        if found is None:
+            kept.append(call)
+            continue
+        rendering = render_message({"role": "assistant", "tool_calls": [call]}, {})
+        texts.append(_call_text(found.tool_use_id, rendering))
+    content = message.get("content")
+    if isinstance(content, list):
+        message["content"] = [*content, *({"type": "text", "text": t} for t in texts)]
+    else:
+        message["content"] = "\n".join([*([content] if content else []), *texts])
+    if kept:
+        message["tool_calls"] = kept
+    else:
+        del message["tool_calls"]
+
+
+def _replace(message: Message, new: Message) -> None:
+    message.clear()
+    message.update(new)
 
 
 def _repair_once(messages: list[Message], orphans: list[Orphan]) -> None:
@@ -100,37 +158,89 @@ def _repair_once(messages: list[Message], orphans: list[Orphan]) -> None:
     for orphan in orphans:
         by_message.setdefault(orphan.message_index, {})[orphan.block_index] = orphan
     for m_index, broken in by_message.items():
-        results: list[Any] = []
-        others: list[Any] = []
-        for b_index, block in enumerate(messages[m_index]["content"]):
-            found = broken.get(b_index)
-            if found is None:
-                (results if _is_block(block, "tool_result") else others).append(block)
-            elif found.kind == "tool_result":
-                others.extend(_orphaned_result_blocks(block, found.tool_use_id))
+        message = messages[m_index]
+        item_type = message.get("type")
+        if isinstance(item_type, str) and item_type != "message":
+            orphan = broken[0]
+            if orphan.kind == "tool_result":
+                header = _orphaned_result_text(None, orphan.tool_use_id, False)
+                text = f"{header} {render_content(message.get('output'), {})}"
+                _replace(message, {"role": "user", "content": text})
             else:
-                text = f"(tool call {found.tool_use_id} without a result) {render_block(block, {})}"
-                others.append({"type": "text", "text": text})
-        # Tool results must open a message; the converted text follows them.
-        messages[m_index]["content"] = results + others
+                text = _call_text(orphan.tool_use_id, render_message(message, {}))
+                _replace(message, {"role": "assistant", "content": text})
+        elif message.get("role") == "tool":
+            orphan = broken[0]
+            header = _orphaned_result_text(None, orphan.tool_use_id, False)
+            text = f"{header} {render_content(message.get('content'), {})}"
+            _replace(message, {"role": "user", "content": text})
+        else:
+            blocks = {i: o for i, o in broken.items() if _in_content(message, o)}
+            chat = {i: o for i, o in broken.items() if not _in_content(message, o)}
+            if blocks:
+                _repair_blocks(message, blocks)
+            if chat:
+                _repair_chat_calls(message, chat)
 
 
-def repair_tool_pairs(messages: list[Message]) -> int:
+def _in_content(message: Message, orphan: Orphan) -> bool:
+    """True when the orphan is a block of ``content`` (not a Chat ``tool_calls`` entry)."""
+    if orphan.kind == "tool_result":
+        return True
+    content = message.get("content")
+    return (
+        isinstance(content, list)
+        and orphan.block_index < len(content)
+        and _is_block(content[orphan.block_index], "tool_use")
+        and content[orphan.block_index].get("id") == orphan.tool_use_id
+    )
+
+
+def _is_block(block: Any, block_type: str) -> bool:
+    return isinstance(block, dict) and block.get("type") == block_type
+
+
+def _unalias(messages: list[Message]) -> None:
+    """Give every repeated message object after its first place a copy of its own,
+    so that a repair computed for one place is applied to that place only."""
+    seen: set[int] = set()
+    for index, message in enumerate(messages):
+        if id(message) in seen:
+            copied = dict(message)
+            for key in ("content", "tool_calls"):
+                if isinstance(copied.get(key), list):
+                    copied[key] = list(copied[key])
+            messages[index] = copied
+        else:
+            seen.add(id(message))
+
+
+def repair_tool_pairs(messages: list[Any]) -> int:
     """Turn every orphan (see :func:`find_orphans`) into plain content, in place.
 
-    Nothing is dropped and nothing is invented. An orphaned ``tool_use`` becomes a
-    text block with its transcript rendering (``[tool_use:bash] {...}``). An
-    orphaned ``tool_result`` becomes a text block naming the call id (and
-    ``error`` when ``is_error`` was set) followed by its content: a string result
-    inline, a list result's blocks (images included) as they were. In a message
-    that had orphans, the remaining ``tool_result`` blocks are moved to the front
-    as the API requires. Messages without orphans are not touched. Returns the
-    number of blocks rewritten; a second run rewrites nothing.
+    Nothing is dropped and nothing is invented. An orphaned Anthropic
+    ``tool_use`` becomes a text block with its transcript rendering
+    (``[tool_use:bash] {...}``); an orphaned ``tool_result`` a text block naming
+    the call id (and ``error`` when ``is_error`` was set) followed by its content:
+    a string result inline, a list result's blocks (images included) as they
+    were. In a message that had orphans, the remaining ``tool_result`` blocks are
+    moved to the front as the API requires. In OpenAI histories an orphaned Chat
+    tool call leaves ``tool_calls`` and its rendering is appended to the
+    message's text; an orphaned ``tool`` message or Responses result becomes a
+    ``user`` message with the same header and its content; an orphaned Responses
+    call becomes an ``assistant`` message with its rendering. SDK objects are
+    first turned into plain dicts, and a message object listed twice gets a copy
+    of its own at its second place. Messages without orphans are not touched.
+    Returns the number of calls and results rewritten; a second run rewrites nothing.
     """
+    plain_messages(messages)
+    validate_messages(messages)
     total = 0
-    orphans = find_orphans(messages)
+    orphans = _orphans(messages)
+    if orphans:
+        _unalias(messages)
     while orphans:
         total += len(orphans)
         _repair_once(messages, orphans)
-        orphans = find_orphans(messages)
+        orphans = _orphans(messages)
     return total

@@ -9,29 +9,23 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from bareagent_compact import dialects
 from bareagent_compact._json import to_json
+from bareagent_compact.dialects import UNKNOWN_TOOL, tool_names
 from bareagent_compact.protocols import Message
 from bareagent_compact.validate import not_a_dict, not_a_list
 
-UNKNOWN_TOOL: Final = "unknown"
-"""The tool name shown for a result whose ``tool_use`` is not in the history."""
+__all__ = [
+    "UNKNOWN_TOOL",
+    "_serialize",
+    "render_block",
+    "render_content",
+    "render_message",
+    "tool_name_for",
+    "tool_names",
+]
 
 MAX_DEPTH: Final = 200
-
-
-def tool_names(messages: list[Message]) -> dict[str, str]:
-    """Map every ``tool_use`` block's ``id`` to its ``name`` (SPEC 11.1 step 1)."""
-    names: dict[str, str] = {}
-    for message in messages:
-        content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, list):
-            continue
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "tool_use":
-                block_id = block.get("id")
-                if isinstance(block_id, str):
-                    names[block_id] = str(block.get("name", UNKNOWN_TOOL))
-    return names
 
 
 def tool_name_for(block: dict[str, Any], names: dict[str, str]) -> str:
@@ -78,8 +72,51 @@ def render_block(block: Any, names: dict[str, str], depth: int = 0) -> str:
     return f"[{block_type}]" if isinstance(block_type, str) else to_json(block)
 
 
+def _render_arguments(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        return arguments
+    return to_json({} if arguments is None else arguments)
+
+
+def render_message(message: Message, names: dict[str, str]) -> str:
+    """Render one message's part of its turn: content, tool calls and results.
+
+    Chat tool calls follow the message's text as ``[tool_use:name] {arguments}``,
+    Chat ``tool`` messages and Responses results read ``[tool_result:name] ...``,
+    and Responses items render what they carry, so a turn reads the same in
+    every dialect.
+    """
+    item_type = message.get("type")
+    if isinstance(item_type, str) and item_type != "message":
+        if item_type in dialects.RESULT_ITEM_TYPES:
+            call_id = message.get("call_id")
+            name = names.get(call_id, UNKNOWN_TOOL) if isinstance(call_id, str) else UNKNOWN_TOOL
+            return f"[tool_result:{name}] {render_content(message.get('output'), names)}"
+        found = dialects.calls(message)
+        if found:
+            return "\n".join(
+                f"[tool_use:{call.name}] {_render_arguments(call.arguments)}" for call in found
+            )
+        return render_block(message, names)
+    if message.get("role") == "tool":
+        call_id = message.get("tool_call_id")
+        name = names.get(call_id, UNKNOWN_TOOL) if isinstance(call_id, str) else UNKNOWN_TOOL
+        return f"[tool_result:{name}] {render_content(message.get('content'), names)}"
+    text = render_content(message.get("content"), names)
+    tool_calls = message.get("tool_calls")
+    if isinstance(tool_calls, list) and tool_calls:
+        lines = [] if message.get("content") is None else [text]
+        for call in dialects.calls({"tool_calls": tool_calls}):
+            lines.append(f"[tool_use:{call.name}] {_render_arguments(call.arguments)}")
+        return "\n".join(lines)
+    return text
+
+
 def _serialize(messages: list[Message]) -> str:
     """Render a message list as the readable transcript given to the summariser.
+
+    Each turn gets a ``[role]`` header line (tool results read as ``user`` turns,
+    in every dialect), then its content; turns are separated by a blank line.
 
     >>> print(_serialize([{"role": "user", "content": "hello"},
     ...                   {"role": "assistant", "content": "hi"}]))
@@ -91,17 +128,23 @@ def _serialize(messages: list[Message]) -> str:
     """
     if not isinstance(messages, list):
         raise not_a_list(messages)
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise not_a_dict(index, message)
     names = tool_names(messages)
     # One join over pieces that reference the content strings themselves keeps
     # the peak memory near one copy of the transcript.
     pieces: list[str] = []
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise not_a_dict(index, message)
-        if pieces:
-            pieces.append("\n\n")
-        pieces.append(f"[{message.get('role')}]\n")
-        pieces.append(render_content(message.get("content"), names))
+    previous: Message | None = None
+    for message in messages:
+        if previous is not None and dialects.continues(previous, message):
+            pieces.append("\n")
+        else:
+            if pieces:
+                pieces.append("\n\n")
+            pieces.append(f"[{dialects.role_label(message)}]\n")
+        pieces.append(render_message(message, names))
+        previous = message
     text = "".join(pieces)
     # Equal to stripping both ends: the text always starts with "[".
     return text.rstrip() if text[-1:].isspace() else text

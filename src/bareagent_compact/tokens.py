@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from bareagent_compact._json import to_json
+from bareagent_compact.dialects import CALL_ITEM_NAMES, RESULT_ITEM_TYPES
 from bareagent_compact.protocols import Message
 from bareagent_compact.validate import not_a_dict, not_a_list
 
@@ -421,6 +422,57 @@ def quarters_to_tokens(quarters: int) -> int:
     return -(-quarters // 4)
 
 
+def _add_arguments(parts: _Parts, arguments: Any) -> None:
+    """Tool-call arguments: a string (OpenAI's JSON text) as it is, else its JSON text."""
+    if isinstance(arguments, str):
+        parts.strings.append(arguments)
+    elif arguments is not None:
+        parts.json_values.append(arguments)
+
+
+def _add_dialect_parts(parts: _Parts, message: Message) -> None:
+    """The parts of an OpenAI message that are not in its ``content``.
+
+    Chat ``tool_calls`` count each function's name and arguments, as an Anthropic
+    ``tool_use`` block counts its name and input. A Responses item counts what it
+    carries: a call its name and arguments, a result its ``output``, reasoning its
+    summary text; an item of another type (opaque data) its JSON text.
+    """
+    tool_calls = message.get("tool_calls")
+    if isinstance(tool_calls, list):
+        for call in tool_calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict):
+                name = function.get("name")
+                if isinstance(name, str):
+                    parts.strings.append(name)
+                _add_arguments(parts, function.get("arguments"))
+    item_type = message.get("type")
+    if not isinstance(item_type, str) or item_type == "message":
+        return
+    if item_type in CALL_ITEM_NAMES:
+        name = message.get("name")
+        if isinstance(name, str):
+            parts.strings.append(name)
+        _add_arguments(
+            parts, message.get("arguments", message.get("input", message.get("action")))
+        )
+    elif item_type in RESULT_ITEM_TYPES:
+        output = message.get("output")
+        if isinstance(output, str):
+            parts.strings.append(output)
+        elif isinstance(output, list):
+            parts.add(output, 1)
+        elif output is not None:
+            parts.add((output,), 0)
+    elif item_type == "reasoning":
+        summary = message.get("summary")
+        if isinstance(summary, list):
+            parts.add(summary, 1)
+    elif "content" not in message:
+        parts.json_values.append(message)
+
+
 def estimate_tokens(messages: list[Message]) -> int:
     """Estimate the tokens of ``messages`` by character weights (SPEC 11.5).
 
@@ -442,6 +494,8 @@ def estimate_tokens(messages: list[Message]) -> int:
                 parts.add(content, 1)
             elif content is not None:
                 parts.add((content,), 0)
+            if "tool_calls" in message or "type" in message:
+                _add_dialect_parts(parts, message)
     except Exception:
         parts.check_json()
         raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import MutableSequence
 from typing import Any
 
 
@@ -16,12 +17,19 @@ def not_a_dict(index: int, message: object) -> TypeError:
 
 
 def validate_messages(messages: Any) -> None:
-    """Raise ``TypeError`` naming the first index that is not a message dict with a ``str`` role."""
-    if not isinstance(messages, list):
+    """Raise ``TypeError`` naming the first index that is not a message dict.
+
+    A message has a ``str`` role; an OpenAI Responses item other than a message
+    (``function_call``, ``reasoning`` ...) may have a ``str`` type instead.
+    """
+    if not isinstance(messages, MutableSequence):
         raise not_a_list(messages)
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             raise not_a_dict(index, message)
         role = message.get("role")
         if not isinstance(role, str):
+            item_type = message.get("type")
+            if isinstance(item_type, str) and item_type != "message" and role is None:
+                continue
             raise TypeError(f"messages[{index}]['role'] must be a str, got {type(role).__name__}")

@@ -1,0 +1,121 @@
+"""Turn SDK model objects in a history into the plain dicts the SDK accepts as input.
+
+Agent loops append what the SDKs return: Anthropic's ``response.content`` (a list
+of ``TextBlock``/``ToolUseBlock`` objects) inside a message dict, OpenAI's
+``completion.choices[0].message``, or Responses ``response.output`` items. Each is
+a pydantic model; nothing here imports an SDK: anything with ``model_dump`` is
+taken for one. It becomes, in place and once, the request shape: fields that are
+``None`` are dropped (responses carry ``"citations": None``, ``"refusal": None``
+...), and so are the response-only fields of a Chat assistant message
+(``annotations``, ``parsed``; ``audio`` is reduced to its ``id``), so the list
+stays valid to send and every other part of the library sees real content.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import MutableSequence, Sequence
+from typing import Any, Final
+
+from bareagent_compact.validate import not_a_dict, not_a_list
+
+logger = logging.getLogger(__name__)
+
+_CHAT_RESPONSE_ONLY: Final = ("annotations", "parsed")
+_NESTED_KEYS: Final = ("content", "tool_calls")
+
+
+def _is_model(value: object) -> bool:
+    return callable(getattr(value, "model_dump", None))
+
+
+def _dump(value: Any) -> dict[str, Any]:
+    """The request-shaped dict of one SDK model object."""
+    try:
+        data = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    except TypeError:  # a model_dump without pydantic's keywords
+        data = value.model_dump()
+    if not isinstance(data, dict):
+        raise TypeError(
+            f"{type(value).__name__}.model_dump() must return a dict, got {type(data).__name__}"
+        )
+    data = {key: item for key, item in data.items() if item is not None}
+    if data.get("role") == "assistant" and "type" not in data:
+        # A Chat Completions message: drop what only a response carries.
+        for key in _CHAT_RESPONSE_ONLY:
+            data.pop(key, None)
+        audio = data.get("audio")
+        if isinstance(audio, dict):
+            data["audio"] = {"id": audio["id"]} if "id" in audio else audio
+    return data
+
+
+def plain_messages(messages: MutableSequence[Any]) -> int:
+    """Convert every SDK object in ``messages`` to a plain dict, in place.
+
+    Messages (or Responses items) may be objects; inside a message dict, the
+    items of ``content`` and ``tool_calls`` may be. Anything else that is not a
+    dict raises ``TypeError`` naming its index before anything is changed.
+    Returns how many objects were converted.
+    """
+    if not isinstance(messages, MutableSequence):
+        raise not_a_list(messages)
+    top: list[int] = []
+    nested: list[tuple[list[Any], int]] = []
+    for index, message in enumerate(messages):
+        if type(message) is dict or isinstance(message, dict):
+            for key in _NESTED_KEYS:
+                items = message.get(key)
+                if type(items) is list:
+                    for position, item in enumerate(items):
+                        if type(item) is not dict and _is_model(item):
+                            nested.append((items, position))
+        elif _is_model(message):
+            top.append(index)
+        else:
+            raise not_a_dict(index, message)
+    if not top and not nested:
+        return 0
+    # Every dump is made before anything is replaced: a failing one changes nothing.
+    top_dumps = [_dump(messages[index]) for index in top]
+    nested_dumps = [_dump(items[position]) for items, position in nested]
+    for index, data in zip(top, top_dumps, strict=True):
+        messages[index] = data
+    for (items, position), data in zip(nested, nested_dumps, strict=True):
+        items[position] = data
+    logger.debug("converted %d SDK object(s) to plain dicts", len(top) + len(nested))
+    return len(top) + len(nested)
+
+
+def plain_view(messages: Sequence[Any]) -> list[Any]:
+    """``messages`` as plain dicts, without changing it: the list itself when it holds
+    no SDK object, else a new list whose converted messages are copies."""
+    if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
+        raise not_a_list(messages)
+    view: list[Any] | None = None
+    for index, message in enumerate(messages):
+        if isinstance(message, dict):
+            copied: dict[str, Any] | None = None
+            for key in _NESTED_KEYS:
+                items = message.get(key)
+                if type(items) is list and any(
+                    type(item) is not dict and _is_model(item) for item in items
+                ):
+                    copied = dict(message) if copied is None else copied
+                    copied[key] = [
+                        _dump(item) if type(item) is not dict and _is_model(item) else item
+                        for item in items
+                    ]
+            if copied is None:
+                continue
+            replacement: Any = copied
+        elif _is_model(message):
+            replacement = _dump(message)
+        else:
+            continue  # left for the caller's own check to report
+        if view is None:
+            view = list(messages)
+        view[index] = replacement
+    if view is None:
+        return messages if isinstance(messages, list) else list(messages)
+    return view
