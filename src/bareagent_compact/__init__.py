@@ -1,5 +1,6 @@
 """Keep an LLM agent's conversation inside its context window."""
 
+from bareagent_compact.async_compactor import AsyncCompactor
 from bareagent_compact.compactor import Compactor
 from bareagent_compact.micro import DEFAULT_KEEP_RECENT, _micro_compact
 from bareagent_compact.offline import OfflineSummarizer
@@ -30,6 +31,7 @@ __all__ = [
     "Action",
     "ArchiveHook",
     "ArchiveRecord",
+    "AsyncCompactor",
     "CompactionResult",
     "Compactor",
     "DEFAULT_ACKNOWLEDGEMENT",

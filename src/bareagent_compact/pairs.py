@@ -157,6 +157,7 @@ def _repair_once(messages: list[Message], orphans: list[Orphan]) -> None:
     by_message: dict[int, dict[int, Orphan]] = {}
     for orphan in orphans:
         by_message.setdefault(orphan.message_index, {})[orphan.block_index] = orphan
+    moved: set[int] = set()
     for m_index, broken in by_message.items():
         message = messages[m_index]
         item_type = message.get("type")
@@ -166,14 +167,18 @@ def _repair_once(messages: list[Message], orphans: list[Orphan]) -> None:
                 header = _orphaned_result_text(None, orphan.tool_use_id, False)
                 text = f"{header} {render_content(message.get('output'), {})}"
                 _replace(message, {"role": "user", "content": text})
+                moved.add(id(message))
             else:
+                # An assistant message item stays part of the assistant turn.
                 text = _call_text(orphan.tool_use_id, render_message(message, {}))
-                _replace(message, {"role": "assistant", "content": text})
+                part = {"type": "output_text", "text": text, "annotations": []}
+                _replace(message, {"type": "message", "role": "assistant", "content": [part]})
         elif message.get("role") == "tool":
             orphan = broken[0]
             header = _orphaned_result_text(None, orphan.tool_use_id, False)
             text = f"{header} {render_content(message.get('content'), {})}"
             _replace(message, {"role": "user", "content": text})
+            moved.add(id(message))
         else:
             blocks = {i: o for i, o in broken.items() if _in_content(message, o)}
             chat = {i: o for i, o in broken.items() if not _in_content(message, o)}
@@ -181,6 +186,27 @@ def _repair_once(messages: list[Message], orphans: list[Orphan]) -> None:
                 _repair_blocks(message, blocks)
             if chat:
                 _repair_chat_calls(message, chat)
+    if moved:
+        _move_after_results(messages, moved)
+
+
+def _move_after_results(messages: list[Message], moved: set[int]) -> None:
+    """Put repaired results after the results they stood among, as an Anthropic
+    repair puts its text after the remaining ``tool_result`` blocks: a run of
+    results must stay unbroken for its calls to stay paired."""
+    index = 0
+    while index < len(messages):
+        end = index
+        while end < len(messages) and (
+            id(messages[end]) in moved or dialects.kind(messages[end]) is dialects.Kind.RESULT
+        ):
+            end += 1
+        if end - index > 1:
+            segment = messages[index:end]
+            messages[index:end] = [m for m in segment if id(m) not in moved] + [
+                m for m in segment if id(m) in moved
+            ]
+        index = max(end, index + 1)
 
 
 def _in_content(message: Message, orphan: Orphan) -> bool:

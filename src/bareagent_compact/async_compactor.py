@@ -1,0 +1,129 @@
+"""The :class:`AsyncCompactor`: the same compaction steps, awaited in an event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable, MutableSequence
+from typing import Any
+
+from bareagent_compact.pipeline import (
+    ArchiveRequest,
+    CompactorBase,
+    Outcome,
+    Request,
+    SaveRequest,
+    SummaryRequest,
+    is_async_callable,
+)
+from bareagent_compact.result import CompactionResult
+
+logger = logging.getLogger("bareagent_compact.compactor")
+
+
+class AsyncCompactor(CompactorBase):
+    """The asynchronous twin of :class:`Compactor`: ``await compactor(messages)``.
+
+    Same constructor, options and behaviour. The provider, the transcript
+    manager's ``save`` and the archive hook may each be ``async def`` (awaited)
+    or plain functions, which run in a worker thread (``asyncio.to_thread``) so
+    that a slow summary or a disk write never blocks the event loop. A plain
+    function that returns an awaitable has it awaited.
+
+    Cancelling the call while a snapshot or the summary is pending leaves the
+    history exactly as it was before the call (micro-compaction is undone) and
+    the cancellation propagates. Calls on one instance are serialised by an
+    ``asyncio.Lock``.
+    """
+
+    def _setup(self) -> None:
+        self._lock: asyncio.Lock | None = None
+
+    def set_session_id(self, session_id: str) -> None:
+        """Rebind the session id (call it on ``/new`` and ``/resume``)."""
+        self._session_id = self._checked_session_id(session_id)
+
+    async def __call__(
+        self, messages: MutableSequence[Any], force: bool = False
+    ) -> CompactionResult:
+        """Run one compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
+        force = self._check_force(force)
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            steps = self._steps(messages, force)
+            try:
+                request = next(steps)
+                while True:
+                    request = steps.send(await self._run(request))
+            except StopIteration as done:
+                result: CompactionResult = done.value
+                return result
+            finally:
+                steps.close()
+
+    async def _run(self, request: Request) -> Any:
+        """Answer one request of the compaction steps, awaiting plug-ins."""
+        if isinstance(request, ArchiveRequest):
+            assert self.archive is not None
+            archive = self.archive
+            if is_async_callable(archive):
+                return [await self._archive_one(archive, record) for record in request.records]
+
+            def archive_all() -> list[Outcome]:
+                return [_call(archive, record) for record in request.records]
+
+            outcomes = await asyncio.to_thread(archive_all)
+            return [await self._archived(outcome) for outcome in outcomes]
+        if isinstance(request, SaveRequest):
+            assert self.transcript_mgr is not None
+            return await _outcome(self.transcript_mgr.save, request.messages, request.session_id)
+        assert isinstance(request, SummaryRequest)
+        return await _outcome(self.provider, request.prompt)
+
+    async def _archive_one(self, archive: Callable[..., Any], record: dict[str, Any]) -> bool:
+        return await self._archived(await _outcome(archive, record))
+
+    @staticmethod
+    async def _archived(outcome: Outcome) -> bool:
+        if inspect.isawaitable(outcome.value):
+            outcome = await _settle(outcome.value)
+        if outcome.error is not None:
+            logger.warning(
+                "archive hook failed; tool result kept untruncated", exc_info=outcome.error
+            )
+            return False
+        return True
+
+
+def _call(function: Callable[..., Any], *args: Any) -> Outcome:
+    try:
+        return Outcome(function(*args))
+    except Exception as exc:
+        return Outcome(error=exc)
+
+
+async def _settle(awaitable: Any) -> Outcome:
+    try:
+        return Outcome(await awaitable)
+    except Exception as exc:
+        return Outcome(error=exc)
+
+
+async def _outcome(function: Callable[..., Any], *args: Any) -> Outcome:
+    """Call ``function``: awaited when it is ``async def``, else in a worker thread;
+    an awaitable it returns is awaited. Exceptions become the outcome's error."""
+    if is_async_callable(function):
+        try:
+            value = function(*args)
+        except Exception as exc:
+            return Outcome(error=exc)
+    else:
+        outcome = await asyncio.to_thread(_call, function, *args)
+        if outcome.error is not None:
+            return outcome
+        value = outcome.value
+    if inspect.isawaitable(value):
+        return await _settle(value)
+    return Outcome(value)
