@@ -10,6 +10,7 @@ from typing import Any, Final, NamedTuple, TypeAlias
 
 from bareagent_compact import dialects
 from bareagent_compact.dialects import UNKNOWN_TOOL
+from bareagent_compact.plain import plain_messages
 from bareagent_compact.protocols import ArchiveHook, ArchiveRecord, Message
 from bareagent_compact.serialize import render_content
 from bareagent_compact.validate import validate_messages
@@ -216,12 +217,16 @@ def micro_compact(
     return len(apply_micro(planned, archive_all(planned, archive)))
 
 
-def _micro_compact(messages: list[Message], keep_recent: int = DEFAULT_KEEP_RECENT) -> int:
+def _micro_compact(messages: list[Any], keep_recent: int = DEFAULT_KEEP_RECENT) -> int:
     """Micro-compaction of SPEC 11.1, in place; returns the number of blocks truncated.
 
-    Every ``tool_result`` block in tool_result messages older than the
-    ``keep_recent`` newest ones is replaced by ``[truncated: {tool} result, {n} chars]``.
-    Text, system messages and ``tool_use`` blocks are never touched.
+    Every tool result in tool-result units older than the ``keep_recent`` newest
+    ones is replaced by ``[truncated: {tool} result, {n} chars]``: an Anthropic
+    ``tool_result`` block's ``content``, a Chat ``tool`` message's ``content``, a
+    Responses ``function_call_output``'s ``output``. Text, system messages and
+    tool calls are never touched. SDK objects are first turned into plain dicts.
     """
+    keep_recent = check_keep_recent(keep_recent)
+    plain_messages(messages)
     validate_messages(messages)
-    return micro_compact(messages, check_keep_recent(keep_recent))
+    return micro_compact(messages, keep_recent)

@@ -25,11 +25,12 @@ _CHAT_RESPONSE_ONLY: Final = ("annotations", "parsed")
 _NESTED_KEYS: Final = ("content", "tool_calls")
 
 
-def _is_model(value: object) -> bool:
+def is_model(value: object) -> bool:
+    """True for an SDK model object (anything with pydantic's ``model_dump``)."""
     return callable(getattr(value, "model_dump", None))
 
 
-def _dump(value: Any) -> dict[str, Any]:
+def dump_model(value: Any) -> dict[str, Any]:
     """The request-shaped dict of one SDK model object."""
     try:
         data = value.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -68,17 +69,17 @@ def plain_messages(messages: MutableSequence[Any]) -> int:
                 items = message.get(key)
                 if type(items) is list:
                     for position, item in enumerate(items):
-                        if type(item) is not dict and _is_model(item):
+                        if type(item) is not dict and is_model(item):
                             nested.append((items, position))
-        elif _is_model(message):
+        elif is_model(message):
             top.append(index)
         else:
             raise not_a_dict(index, message)
     if not top and not nested:
         return 0
     # Every dump is made before anything is replaced: a failing one changes nothing.
-    top_dumps = [_dump(messages[index]) for index in top]
-    nested_dumps = [_dump(items[position]) for items, position in nested]
+    top_dumps = [dump_model(messages[index]) for index in top]
+    nested_dumps = [dump_model(items[position]) for items, position in nested]
     for index, data in zip(top, top_dumps, strict=True):
         messages[index] = data
     for (items, position), data in zip(nested, nested_dumps, strict=True):
@@ -99,18 +100,18 @@ def plain_view(messages: Sequence[Any]) -> list[Any]:
             for key in _NESTED_KEYS:
                 items = message.get(key)
                 if type(items) is list and any(
-                    type(item) is not dict and _is_model(item) for item in items
+                    type(item) is not dict and is_model(item) for item in items
                 ):
                     copied = dict(message) if copied is None else copied
                     copied[key] = [
-                        _dump(item) if type(item) is not dict and _is_model(item) else item
+                        dump_model(item) if type(item) is not dict and is_model(item) else item
                         for item in items
                     ]
             if copied is None:
                 continue
             replacement: Any = copied
-        elif _is_model(message):
-            replacement = _dump(message)
+        elif is_model(message):
+            replacement = dump_model(message)
         else:
             continue  # left for the caller's own check to report
         if view is None:

@@ -12,6 +12,7 @@ from typing import Any, Final
 from bareagent_compact import dialects
 from bareagent_compact._json import to_json
 from bareagent_compact.dialects import UNKNOWN_TOOL, tool_names
+from bareagent_compact.plain import plain_view
 from bareagent_compact.protocols import Message
 from bareagent_compact.validate import not_a_dict, not_a_list
 
@@ -112,7 +113,7 @@ def render_message(message: Message, names: dict[str, str]) -> str:
     return text
 
 
-def _serialize(messages: list[Message]) -> str:
+def _serialize(messages: list[Any]) -> str:
     """Render a message list as the readable transcript given to the summariser.
 
     Each turn gets a ``[role]`` header line (tool results read as ``user`` turns,
@@ -128,6 +129,7 @@ def _serialize(messages: list[Message]) -> str:
     """
     if not isinstance(messages, list):
         raise not_a_list(messages)
+    messages = plain_view(messages)  # SDK objects read as the dicts they stand for
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             raise not_a_dict(index, message)

@@ -31,6 +31,7 @@ from typing import Any, Final
 
 from bareagent_compact._json import to_json
 from bareagent_compact.dialects import CALL_ITEM_NAMES, RESULT_ITEM_TYPES
+from bareagent_compact.plain import dump_model, is_model
 from bareagent_compact.protocols import Message
 from bareagent_compact.validate import not_a_dict, not_a_list
 
@@ -377,6 +378,8 @@ class _Parts:
                 raise _too_deep()
             elif isinstance(value, list):
                 self.add(value, depth + 1)
+            elif is_model(value):
+                self.add((dump_model(value),), depth + 1)  # an SDK object: what it stands for
             else:
                 # Numbers, booleans, dicts without a type (data), ...: their JSON text.
                 self.json_values.append(value)
@@ -473,7 +476,7 @@ def _add_dialect_parts(parts: _Parts, message: Message) -> None:
         parts.json_values.append(message)
 
 
-def estimate_tokens(messages: list[Message]) -> int:
+def estimate_tokens(messages: list[Any]) -> int:
     """Estimate the tokens of ``messages`` by character weights (SPEC 11.5).
 
     >>> estimate_tokens([{"role": "user", "content": "你好abc123"}])
@@ -486,7 +489,9 @@ def estimate_tokens(messages: list[Message]) -> int:
     try:
         for index, message in enumerate(messages):
             if not isinstance(message, dict):
-                raise not_a_dict(index, message)
+                if not is_model(message):
+                    raise not_a_dict(index, message)
+                message = dump_model(message)  # noqa: PLW2901 (an SDK object: its dict)
             content = message.get("content")
             if isinstance(content, str):
                 strings.append(content)
