@@ -1,0 +1,283 @@
+"""AsyncCompactor: the same steps as Compactor, awaited; and the sync/async boundary."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from bareagent_compact import Action, AsyncCompactor, Compactor
+from conftest import MemoryTranscripts, RecordingProvider, tool_round
+from converters import random_history
+
+
+def history(rounds: int = 4) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "task"},
+    ]
+    for turn in range(rounds):
+        messages += tool_round(f"t{turn}", "bash", f"output {turn} " * 40)
+    return messages
+
+
+def test_async_compactor_gives_the_results_of_the_sync_one_over_random_histories() -> None:
+    rng = random.Random("sync-async")
+
+    async def run_async(messages: list[Any], options: dict[str, Any], force: bool) -> Any:
+        return await AsyncCompactor(RecordingProvider("S"), **options)(messages, force=force)
+
+    for _ in range(150):
+        source = random_history(rng)
+        options = {"keep_recent": rng.randint(0, 3), "threshold": rng.choice((0, 100, 5000))}
+        force = rng.random() < 0.3
+        sync_messages, async_messages = copy.deepcopy(source), copy.deepcopy(source)
+        sync_result = Compactor(RecordingProvider("S"), **options)(sync_messages, force=force)
+        async_result = asyncio.run(run_async(async_messages, options, force))
+        assert async_result == sync_result
+        assert async_messages == sync_messages
+
+
+def test_async_provider_is_awaited_and_sync_one_runs_off_the_event_loop() -> None:
+    threads: list[int] = []
+
+    async def async_provider(prompt: list[dict[str, Any]]) -> str:
+        threads.append(threading.get_ident())
+        await asyncio.sleep(0)
+        return "async summary"
+
+    def sync_provider(prompt: list[dict[str, Any]]) -> str:
+        threads.append(threading.get_ident())
+        return "sync summary"
+
+    async def main() -> tuple[list[Any], list[Any], int]:
+        first, second = history(), history()
+        await AsyncCompactor(async_provider)(first, force=True)
+        await AsyncCompactor(sync_provider)(second, force=True)
+        return first, second, threading.get_ident()
+
+    first, second, loop_thread = asyncio.run(main())
+    assert first[1]["content"].endswith("async summary")
+    assert second[1]["content"].endswith("sync summary")
+    assert threads[0] == loop_thread and threads[1] != loop_thread
+
+
+def test_async_and_sync_transcript_managers_both_save() -> None:
+    class AsyncStore:
+        def __init__(self) -> None:
+            self.saved: list[str] = []
+
+        async def save(self, messages: list[Any], session_id: str) -> None:
+            await asyncio.sleep(0)
+            self.saved.append(session_id)
+
+    async_store, sync_store = AsyncStore(), MemoryTranscripts()
+
+    async def main() -> list[Any]:
+        a = await AsyncCompactor(RecordingProvider(), async_store, session_id="a")(
+            history(), force=True
+        )
+        b = await AsyncCompactor(RecordingProvider(), sync_store, session_id="b")(
+            history(), force=True
+        )
+        return [a, b]
+
+    results = asyncio.run(main())
+    assert [r.snapshot_saved for r in results] == [True, True]
+    assert async_store.saved == ["a"] and [s for _, s in sync_store.saved] == ["b"]
+
+
+def test_async_archive_hook_is_awaited_before_results_are_truncated() -> None:
+    archived: list[Any] = []
+
+    async def archive(record: dict[str, Any]) -> None:
+        await asyncio.sleep(0)
+        archived.append(record["tool_use_id"])
+
+    messages = history(rounds=5)
+    result = asyncio.run(AsyncCompactor(RecordingProvider(), archive=archive)(messages))
+    assert result.truncated == 2 and archived == ["t0", "t1"]
+
+
+def test_cancelling_during_the_summary_leaves_the_history_exactly_as_it_was() -> None:
+    started = asyncio.Event()
+
+    async def slow_provider(prompt: list[dict[str, Any]]) -> str:
+        started.set()
+        await asyncio.sleep(10)
+        return "never"
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        messages = history(rounds=6)
+        before = copy.deepcopy(messages)
+        task = asyncio.create_task(AsyncCompactor(slow_provider)(messages, force=True))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return messages, before
+
+    messages, before = asyncio.run(main())
+    assert messages == before  # micro-compaction's truncations were put back too
+
+
+def test_messages_appended_by_another_task_during_the_summary_are_kept() -> None:
+    async def main() -> list[Any]:
+        messages = history(rounds=3)
+        gate = asyncio.Event()
+
+        async def provider(prompt: list[dict[str, Any]]) -> str:
+            gate.set()
+            await asyncio.sleep(0.01)
+            return "S"
+
+        async def appender() -> None:
+            await gate.wait()
+            messages.append({"role": "user", "content": "arrived meanwhile"})
+
+        await asyncio.gather(AsyncCompactor(provider)(messages, force=True), appender())
+        return messages
+
+    messages = asyncio.run(main())
+    assert messages[-1] == {"role": "user", "content": "arrived meanwhile"}
+    assert messages[1]["content"] == "[Context Compressed]\nS"
+
+
+def test_sync_compactor_refuses_async_plug_ins_naming_async_compactor() -> None:
+    async def provider(prompt: list[dict[str, Any]]) -> str:
+        return "s"
+
+    class AsyncStore:
+        async def save(self, messages: list[Any], session_id: str) -> None:
+            return None
+
+    async def archive(record: dict[str, Any]) -> None:
+        return None
+
+    with pytest.raises(TypeError, match="AsyncCompactor"):
+        Compactor(provider)
+    with pytest.raises(TypeError, match="AsyncCompactor"):
+        Compactor(RecordingProvider(), AsyncStore())
+    with pytest.raises(TypeError, match="AsyncCompactor"):
+        Compactor(RecordingProvider(), archive=archive)
+
+
+def test_sync_compactor_fails_cleanly_on_an_awaitable_returned_at_call_time() -> None:
+    async def later() -> str:
+        return "summary"
+
+    calls: list[Any] = []
+
+    def provider(prompt: list[dict[str, Any]]) -> Any:
+        coroutine = later()
+        calls.append(coroutine)
+        return coroutine
+
+    messages = history()
+    before_len = len(messages)
+    result = Compactor(provider)(messages, force=True)
+    assert result.action is Action.FAILED
+    assert "awaitable" in (result.reason or "")
+    assert len(messages) == before_len
+    assert calls[0].cr_frame is None  # closed, so no "never awaited" warning
+
+
+def test_sync_awaitable_snapshot_counts_as_a_failed_snapshot() -> None:
+    class Store:
+        saved = 0
+
+        def save(self, messages: list[Any], session_id: str) -> Any:
+            async def write() -> None:
+                Store.saved += 1
+
+            return write()
+
+    provider = RecordingProvider()
+    result = Compactor(provider, Store())(history(), force=True)
+    assert result.action is Action.FAILED and result.reason == "snapshot failed"
+    assert not result.snapshot_saved and Store.saved == 0 and provider.prompts == []
+
+
+def test_sync_awaitable_archive_keeps_the_result_whole() -> None:
+    def archive(record: dict[str, Any]) -> Any:
+        async def write() -> None:
+            return None
+
+        return write()
+
+    messages = history(rounds=5)
+    result = Compactor(RecordingProvider(), archive=archive)(messages)
+    assert result.truncated == 0
+    assert not any(
+        isinstance(b.get("content"), str) and b["content"].startswith("[truncated")
+        for m in messages if isinstance(m["content"], list) for b in m["content"]
+    )
+
+
+def test_messages_appended_by_the_provider_are_kept_after_the_pending_turn() -> None:
+    messages = history(rounds=3)
+    pending = messages[-1]
+
+    def provider(prompt: list[dict[str, Any]]) -> str:
+        messages.append({"role": "user", "content": "typed while summarising"})
+        return "S"
+
+    Compactor(provider)(messages, force=True)
+    assert messages[-2] is pending
+    assert messages[-1] == {"role": "user", "content": "typed while summarising"}
+
+
+def test_messages_appended_by_a_thread_during_a_slow_summary_are_kept() -> None:
+    messages = history(rounds=3)
+    started = threading.Event()
+
+    def provider(prompt: list[dict[str, Any]]) -> str:
+        started.set()
+        time.sleep(0.05)
+        return "S"
+
+    def append() -> None:
+        started.wait()
+        for n in range(3):
+            messages.append({"role": "user", "content": f"late {n}"})
+
+    worker = threading.Thread(target=append)
+    worker.start()
+    Compactor(provider)(messages, force=True)
+    worker.join()
+    assert [m["content"] for m in messages[-3:]] == ["late 0", "late 1", "late 2"]
+
+
+def test_a_system_message_edited_during_the_summary_is_rebuilt_as_it_is_now() -> None:
+    messages = history(rounds=3)
+
+    def provider(prompt: list[dict[str, Any]]) -> str:
+        messages[0]["content"] = "You are an agent. Updated."
+        return "S"
+
+    Compactor(provider)(messages, force=True)
+    assert messages[0]["content"] == "You are an agent. Updated."
+
+
+def test_a_history_rewritten_during_the_summary_is_left_alone() -> None:
+    messages = history(rounds=3)
+    replacement = [{"role": "user", "content": "new session"}]
+
+    def provider(prompt: list[dict[str, Any]]) -> str:
+        messages[:] = replacement
+        return "S"
+
+    result = Compactor(provider)(messages, force=True)
+    assert result.action is Action.FAILED
+    assert result.reason == "history changed during summary"
+    assert messages == replacement
+
+
+def test_force_must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match="force must be a bool, got str"):
+        Compactor(RecordingProvider())(history(), force="false")  # type: ignore[arg-type]
