@@ -104,15 +104,18 @@ UNKNOWN_TOOL: Final = "unknown"
 
 
 def _has_tool_result_block(content: Any) -> bool:
-    if not isinstance(content, list):
+    if type(content) is not list:
         return False
-    return any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    for block in content:  # noqa: SIM110 (a loop: no generator per call on the hot path)
+        if type(block) is dict and block.get("type") == "tool_result":
+            return True
+    return False
 
 
 def kind(message: Message) -> Kind:
     """Say what ``message`` (a plain dict) is."""
     item_type = message.get("type")
-    if isinstance(item_type, str) and item_type != "message":
+    if item_type is not None and item_type != "message" and isinstance(item_type, str):
         if item_type in RESULT_ITEM_TYPES:
             return Kind.RESULT
         return Kind.ASSISTANT

@@ -45,7 +45,7 @@ def is_tool_result_message(message: Any) -> bool:
     OpenAI: a Chat ``tool`` message or a Responses result item (runs of them make
     one unit). System messages never count.
     """
-    if not isinstance(message, dict):
+    if type(message) is not dict and not isinstance(message, dict):
         return False
     return dialects.kind(message) in _RESULT_KINDS
 
@@ -85,41 +85,89 @@ def stale_end(messages: Sequence[Any], keep_recent: int) -> int | None:
     return None if to_keep else index
 
 
-def _stale_slots(messages: Sequence[Any], end: int) -> list[dialects.Slot]:
-    """Every result slot before ``end`` that is not a marker yet (systems skipped)."""
+def _tool_calls_plain(message: dict[str, Any]) -> bool:
+    calls = message.get("tool_calls")
+    return type(calls) is not list or all(type(call) is dict for call in calls)
+
+
+def _stale_slots(messages: Sequence[Any], end: int) -> tuple[list[dialects.Slot], bool]:
+    """Every result slot before ``end`` that is not a marker yet (systems skipped), and
+    whether every block and tool call read was a plain dict (no SDK object)."""
     # This runs every turn over the whole history, so the common shapes are read
     # inline: a history whose old results are all markers already is read once.
     due: list[dialects.Slot] = []
+    plain = True
     prefix = TRUNCATED_PREFIX
+    system_roles = dialects.SYSTEM_ROLES
     for message in islice(messages, end):
-        if not isinstance(message, dict):
+        if type(message) is not dict:
+            plain = False
             continue
         content = message.get("content")
-        if isinstance(content, list):
-            if message.get("role") in dialects.SYSTEM_ROLES:
-                continue
+        if type(content) is list:
             for block in content:
-                if isinstance(block, dict) and block.get("type") == "tool_result":
+                if type(block) is not dict:
+                    plain = False
+                elif block.get("type") == "tool_result":
                     result = block.get("content")
-                    if not (isinstance(result, str) and result.startswith(prefix)):
+                    if not (type(result) is str and result.startswith(prefix)) and (
+                        message.get("role") not in system_roles
+                    ):
                         due.append(dialects.Slot(block, "content", _id(block.get("tool_use_id"))))
-        if message.get("role") == "tool" or "output" in message:
+        role = message.get("role")
+        if role == "assistant":
+            if "tool_calls" in message and not _tool_calls_plain(message):
+                plain = False
+        elif role == "tool" or (role is None and "output" in message):
             for slot in dialects.result_slots(message):
                 if slot.holder is message and not is_truncated(message.get(slot.key)):
                     due.append(slot)
-    return due
+    return due, plain
+
+
+def holds_objects(messages: Sequence[Any], start: int = 0) -> bool:
+    """True when a message from ``start`` on is not a dict, or holds something other
+    than a dict in its ``content`` list or its ``tool_calls`` (an SDK object)."""
+    for message in islice(messages, start, None):
+        if type(message) is not dict:
+            return True
+        content = message.get("content")
+        if type(content) is list and not all(type(block) is dict for block in content):
+            return True
+        if "tool_calls" in message and not _tool_calls_plain(message):
+            return True
+    return False
 
 
 def _id(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def plan_micro(messages: Sequence[Any], keep_recent: int) -> list[Due]:
-    """The results micro-compaction would truncate now, with their markers (no change)."""
+def plan_micro(messages: Sequence[Any], keep_recent: int) -> list[Due] | None:
+    """The results micro-compaction would truncate now, with their markers (no change).
+
+    ``None`` when the history may hold SDK objects (noticed on the way, at no
+    extra cost for a plain history): convert them, then call
+    :func:`plan_plain_micro`.
+    """
+    end = stale_end(messages, keep_recent)
+    if end is None:
+        return None if holds_objects(messages) else []
+    slots, plain = _stale_slots(messages, end)
+    if not plain or holds_objects(messages, end):
+        return None
+    return _plan(messages, end, slots)
+
+
+def plan_plain_micro(messages: Sequence[Any], keep_recent: int) -> list[Due]:
+    """:func:`plan_micro` for a history whose SDK objects are converted already."""
     end = stale_end(messages, keep_recent)
     if end is None:
         return []
-    slots = _stale_slots(messages, end)
+    return _plan(messages, end, _stale_slots(messages, end)[0])
+
+
+def _plan(messages: Sequence[Any], end: int, slots: list[dialects.Slot]) -> list[Due]:
     if not slots:
         return []
     # A block (or message) object shared with a kept message stays whole.
@@ -212,6 +260,9 @@ def micro_compact(
     results were truncated.
     """
     planned = plan_micro(messages, keep_recent)
+    if planned is None:
+        plain_messages(messages)
+        planned = plan_plain_micro(messages, keep_recent)
     if not planned:
         return 0
     return len(apply_micro(planned, archive_all(planned, archive)))

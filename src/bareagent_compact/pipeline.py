@@ -26,6 +26,7 @@ from bareagent_compact.micro import (
     apply_micro,
     check_keep_recent,
     plan_micro,
+    plan_plain_micro,
     undo_micro,
 )
 from bareagent_compact.pairs import find_orphans
@@ -340,11 +341,15 @@ class CompactorBase:
 
     def _steps(self, messages: MutableSequence[Any], force: bool) -> Steps:
         """One compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
-        plain_messages(messages)
-        validate_messages(messages)
+        validate_messages(messages, objects=True)
 
-        # Step 1: micro-compaction, always.
+        # Step 1: micro-compaction, always. Its scan also notices SDK objects,
+        # which are converted once, in place, before anything else reads them.
         planned = plan_micro(messages, self.keep_recent)
+        if planned is None:
+            plain_messages(messages)
+            validate_messages(messages)
+            planned = plan_plain_micro(messages, self.keep_recent)
         undo: Undo = []
         if planned:
             keep = None

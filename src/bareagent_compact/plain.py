@@ -61,10 +61,38 @@ def plain_messages(messages: MutableSequence[Any]) -> int:
     """
     if not isinstance(messages, MutableSequence):
         raise not_a_list(messages)
+    # Runs every turn over the whole history: a plain history is read once, with
+    # exact type checks and no call per item.
+    found = False
+    for message in messages:
+        if type(message) is dict:
+            content = message.get("content")
+            if type(content) is list:
+                for item in content:
+                    if type(item) is not dict:
+                        found = True
+                        break
+            if "tool_calls" in message:
+                calls = message["tool_calls"]
+                if type(calls) is list:
+                    for item in calls:
+                        if type(item) is not dict:
+                            found = True
+                            break
+        else:
+            found = True
+        if found:
+            break
+    if not found:
+        return 0
+    return _convert(messages)
+
+
+def _convert(messages: MutableSequence[Any]) -> int:
     top: list[int] = []
     nested: list[tuple[list[Any], int]] = []
     for index, message in enumerate(messages):
-        if type(message) is dict or isinstance(message, dict):
+        if isinstance(message, dict):
             for key in _NESTED_KEYS:
                 items = message.get(key)
                 if type(items) is list:

@@ -16,16 +16,20 @@ def not_a_dict(index: int, message: object) -> TypeError:
     return TypeError(f"messages[{index}] must be a dict, got {type(message).__name__}")
 
 
-def validate_messages(messages: Any) -> None:
+def validate_messages(messages: Any, *, objects: bool = False) -> None:
     """Raise ``TypeError`` naming the first index that is not a message dict.
 
     A message has a ``str`` role; an OpenAI Responses item other than a message
-    (``function_call``, ``reasoning`` ...) may have a ``str`` type instead.
+    (``function_call``, ``reasoning`` ...) may have a ``str`` type instead. With
+    ``objects``, SDK model objects (anything with ``model_dump``) are let through
+    unchecked, to be converted.
     """
-    if not isinstance(messages, MutableSequence):
+    if type(messages) is not list and not isinstance(messages, MutableSequence):
         raise not_a_list(messages)
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
+            if objects and callable(getattr(message, "model_dump", None)):
+                continue
             raise not_a_dict(index, message)
         role = message.get("role")
         if not isinstance(role, str):
