@@ -43,3 +43,21 @@ def test_turn_benchmark_reports_ratios_and_memory() -> None:
     assert isinstance(steady, dict)
     assert set(steady["ratios_vs_json_dumps"]) >= {"compactor_call", "estimate_tokens"}
     assert "memory" in results and "scaling" in results
+
+
+def test_dialect_benchmark_reports_every_dialect_and_sdk_objects() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_dialects.py"), "--repeats", "2"],
+        capture_output=True, text=True, check=True, encoding="utf-8",
+    )
+    for label in ("anthropic", "chat", "responses", "SDK objects"):
+        assert label in done.stdout
+    assert done.stdout.count("x json.dumps") == 7
+
+
+def test_async_benchmark_reports_the_event_loop_stall() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_async.py"), "--runs", "1"],
+        capture_output=True, text=True, check=True, encoding="utf-8",
+    )
+    assert done.stdout.count("longest event-loop stall") == 3
