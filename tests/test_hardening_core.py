@@ -9,7 +9,6 @@ import time
 from typing import Any
 
 import pytest
-from conftest import RecordingProvider, tool_round
 
 from bareagent_compact import (
     Action,
@@ -22,6 +21,7 @@ from bareagent_compact import (
     repair_tool_pairs,
 )
 from bareagent_compact.pipeline import paired_tail_start
+from conftest import RecordingProvider, tool_round
 
 
 def test_repair_keeps_an_orphans_content_when_one_message_appears_twice() -> None:
@@ -80,9 +80,7 @@ def test_a_deeply_nested_tool_name_is_a_value_error_not_a_recursion_error() -> N
     with pytest.raises(ValueError, match="nested"):
         _serialize(messages)
     with pytest.raises(ValueError, match="nested"):
-        repair_tool_pairs([messages[0], messages[2]] + [{
-            "role": "assistant", "content": [{"type": "tool_use", "id": "b", "name": name}]
-        }, {"role": "user", "content": "next"}])
+        repair_tool_pairs([messages[0], messages[2], {"role": "assistant", "content": [{"type": "tool_use", "id": "b", "name": name}]}, {"role": "user", "content": "next"}])
 
 
 @pytest.mark.parametrize("bad", [None, "12", float("nan"), 3.5, complex(1, 1), True, -1])
