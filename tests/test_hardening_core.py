@@ -80,8 +80,10 @@ def test_a_deeply_nested_tool_name_is_a_value_error_not_a_recursion_error() -> N
     with pytest.raises(ValueError, match="nested"):
         _serialize(messages)
     with pytest.raises(ValueError, match="nested"):
-        deep_call = {"role": "assistant", "content": [{"type": "tool_use", "id": "b", "name": name}]}
-        repair_tool_pairs([messages[0], messages[2], deep_call, {"role": "user", "content": "next"}])
+        deep_use = {"type": "tool_use", "id": "b", "name": name}
+        deep_call = {"role": "assistant", "content": [deep_use]}
+        nxt = {"role": "user", "content": "next"}
+        repair_tool_pairs([messages[0], messages[2], deep_call, nxt])
 
 
 @pytest.mark.parametrize("bad", [None, "12", float("nan"), 3.5, complex(1, 1), True, -1])
