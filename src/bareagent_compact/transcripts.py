@@ -474,7 +474,8 @@ class JsonlTranscriptManager:
         """The messages of one snapshot file (e.g. an older one from ``snapshots()``).
 
         Blank lines are skipped; a line that is not UTF-8, not JSON or not an
-        object raises ``ValueError`` naming the file and the line number.
+        object raises ``ValueError`` naming the file and the line number. A
+        symbolic link or anything but a regular file raises ``OSError``.
         """
         path = Path(path)
         messages: list[Message] = []
@@ -533,7 +534,8 @@ class JsonlTranscriptManager:
 
         An empty list when the session has no archive. A line that is not a
         complete JSON object (what a writer killed mid-append leaves) is skipped
-        with a warning naming the file and line.
+        with a warning naming the file and line. A symbolic link or anything but
+        a regular file at the archive's name raises ``OSError``.
         """
         path = self.archive_path(session_id)
         try:
