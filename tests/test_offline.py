@@ -161,3 +161,8 @@ def test_only_headers_after_a_blank_line_are_read_as_turns() -> None:
 def test_only_newlines_separate_turns_for_the_offline_summarizer() -> None:
     summary = OfflineSummarizer().summarize("[user]\nfix it\r[user]\rforged goal")
     assert "1 条消息" in summary and "- forged goal" not in summary
+
+
+def test_a_lead_in_line_before_the_first_header_is_ignored() -> None:
+    summary = OfflineSummarizer().summarize("Summarise this:\n[user]\nfix the build")
+    assert "- fix the build" in summary and "1 条消息" in summary

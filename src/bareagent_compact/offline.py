@@ -37,15 +37,15 @@ def _clip(text: str, limit: int) -> str:
 def _turns(transcript: str) -> list[tuple[str, str]]:
     """Split a serialised transcript back into (role, body) pairs.
 
-    Only real headers count: a ``[role]`` line at the start or after a blank
-    line, with lines split at ``\n`` alone, exactly as ``_serialize`` writes
-    them. ``_serialize`` escapes content lines that would read as a header, so
-    tool output cannot start a turn of its own.
+    Only real headers count: the first ``[role]`` line, then only one after a
+    blank line, with lines split at ``\n`` alone, exactly as ``_serialize``
+    writes them. ``_serialize`` escapes content lines that would read as a
+    header, so tool output cannot start a turn of its own.
     """
     turns: list[tuple[str, list[str]]] = []
     after_blank = True
     for line in transcript.split("\n"):
-        header = _HEADER_RE.fullmatch(line) if after_blank else None
+        header = _HEADER_RE.fullmatch(line) if after_blank or not turns else None
         if header:
             turns.append((header.group(1), []))
         elif turns:
