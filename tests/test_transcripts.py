@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bareagent_compact import Compactor, TranscriptManager
+from bareagent_compact import Compactor, TranscriptManager, transcripts
 from bareagent_compact.transcripts import (
     ARCHIVE_SUFFIX,
     TEMP_MAX_AGE,
@@ -729,3 +729,210 @@ def test_compactor_refuses_a_session_id_the_manager_refuses(tmp_path: Path) -> N
         compactor.set_session_id("../escape")
     assert compactor.get_session_id() == "good"
     assert files(tmp_path) == []
+
+
+# -- hostile files, odd values and names -------------------------------------
+
+FIFO_ONLY = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+SYMLINK_ONLY = pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+
+
+def run_briefly(call: Callable[[], object], seconds: float = 10.0) -> BaseException | None:
+    """Run ``call`` in a daemon thread; the exception it raised, or fail if it blocks."""
+    outcome: list[BaseException | None] = []
+
+    def target() -> None:
+        try:
+            call()
+        except BaseException as exc:  # handed back to the test
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "the call blocked"
+    return outcome[0]
+
+
+def record_for(session_id: str, content: str = "x") -> dict[str, Any]:
+    return {"session_id": session_id, "tool_use_id": "t", "tool_name": "bash", "content": content}
+
+
+@FIFO_ONLY
+def test_a_fifo_at_the_archive_name_is_refused_without_blocking(
+    mgr: JsonlTranscriptManager, store: Path
+) -> None:
+    store.mkdir()
+    os.mkfifo(mgr.archive_path("s"))
+    # More than a pipe buffer holds: a write into the FIFO would block for ever.
+    error = run_briefly(lambda: mgr.archive(record_for("s", "x" * 300_000)))
+    assert isinstance(error, OSError) and "regular file" in str(error)
+    error = run_briefly(lambda: mgr.load_archive("s"))
+    assert isinstance(error, OSError) and "regular file" in str(error)
+    other = JsonlTranscriptManager(store.parent / "other")
+    other.archive(record_for("s"))
+    assert len(other.load_archive("s")) == 1
+
+
+@FIFO_ONLY
+def test_a_fifo_given_as_a_snapshot_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "s_2025-01-02T03-04-05-000000.jsonl"
+    os.mkfifo(fifo)
+    error = run_briefly(lambda: JsonlTranscriptManager.load_snapshot(fifo))
+    assert isinstance(error, OSError) and "regular file" in str(error)
+
+
+@SYMLINK_ONLY
+def test_a_symlink_at_the_archive_name_is_not_followed(
+    mgr: JsonlTranscriptManager, store: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_text(json.dumps(record_for("s", "planted")) + "\n", encoding="utf-8")
+    store.mkdir()
+    os.symlink(outside, mgr.archive_path("s"))
+    with pytest.raises(OSError, match="symbolic link"):
+        mgr.load_archive("s")
+    with pytest.raises(OSError, match="symbolic link"):
+        mgr.archive(record_for("s"))
+    assert outside.read_text(encoding="utf-8").count("\n") == 1
+
+
+@SYMLINK_ONLY
+def test_load_snapshot_does_not_follow_a_symlink(
+    mgr: JsonlTranscriptManager, tmp_path: Path
+) -> None:
+    path = mgr.save(history(), "s")
+    link = tmp_path / "link.jsonl"
+    os.symlink(path, link)
+    with pytest.raises(OSError, match="symbolic link"):
+        JsonlTranscriptManager.load_snapshot(link)
+    assert JsonlTranscriptManager.load_snapshot(path) == history()
+
+
+def test_a_directory_at_the_archive_name_is_refused(
+    mgr: JsonlTranscriptManager, store: Path
+) -> None:
+    mgr.archive_path("s").mkdir(parents=True)
+    with pytest.raises(OSError):
+        mgr.load_archive("s")
+    with pytest.raises(OSError):
+        mgr.archive(record_for("s"))
+
+
+def test_a_stalled_archive_write_holds_up_no_other_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+    real_write_all = transcripts._write_all
+
+    def stalling_write_all(fd: int, data: bytes) -> None:
+        if b"stall-me" in data:
+            entered.set()
+            release.wait(30)
+        real_write_all(fd, data)
+
+    monkeypatch.setattr(transcripts, "_write_all", stalling_write_all)
+    slow = JsonlTranscriptManager(tmp_path / "slow")
+    fast = JsonlTranscriptManager(tmp_path / "fast")
+    stalled = threading.Thread(target=lambda: slow.archive(record_for("a", "stall-me")))
+    stalled.start()
+    try:
+        assert entered.wait(10)
+        assert run_briefly(lambda: fast.archive(record_for("b")), seconds=5) is None
+        assert run_briefly(lambda: fast.save(history(), "b"), seconds=5) is None
+    finally:
+        release.set()
+        stalled.join(10)
+    assert [r["content"] for r in slow.load_archive("a")] == ["stall-me"]
+    assert [r["content"] for r in fast.load_archive("b")] == ["x"]
+
+
+def test_appends_to_one_archive_from_many_threads_stay_whole_lines(
+    mgr: JsonlTranscriptManager,
+) -> None:
+    threads = [
+        threading.Thread(target=lambda i=i: mgr.archive(record_for("s", f"r{i}" * 2000)))
+        for i in range(16)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    contents = sorted(r["content"] for r in mgr.load_archive("s"))
+    assert contents == sorted(f"r{i}" * 2000 for i in range(16))
+
+
+def test_an_empty_directory_name_is_a_value_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="directory must not be empty"):
+        JsonlTranscriptManager("")
+    assert list(tmp_path.iterdir()) == []
+    assert JsonlTranscriptManager(".").directory == tmp_path
+
+
+def test_an_integer_too_long_to_convert_names_the_file_and_line(store: Path) -> None:
+    store.mkdir()
+    path = store / "s_2025-01-02T03-04-05-000000.jsonl"
+    path.write_text('{"role": "user", "content": "ok"}\n{"n": ' + "7" * 5000 + "}\n")
+    with pytest.raises(ValueError) as caught:
+        JsonlTranscriptManager.load_snapshot(path)
+    message = str(caught.value)
+    assert str(path) in message and "line 2" in message
+    assert "7777" not in message
+
+
+@pytest.mark.parametrize(
+    "device",
+    [
+        "COM\u00b9",
+        "com\u00b2",
+        "COM\u00b3.txt",
+        "LPT\u00b9",
+        "LPT\u00b2 ",
+        "lpt\u00b3",
+        "CONIN$",
+        "conout$",
+        "CONOUT$.log",
+        "COM0",
+        "LPT0",
+    ],
+)
+def test_every_windows_device_name_is_refused(device: str) -> None:
+    with pytest.raises(ValueError, match="device name"):
+        check_session_id(device)
+
+
+@pytest.mark.parametrize("good", ["COM\u00b9x", "CONIN", "COM10", "x\u00b9"])
+def test_names_that_only_resemble_device_names_are_accepted(good: str) -> None:
+    assert check_session_id(good) == good
+
+
+def test_colliding_keys_keep_both_values_in_a_snapshot_and_warn_with_counts_only(
+    mgr: JsonlTranscriptManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "hi", "meta": {1: "secret-a", "1": "secret-b"}},
+        {"role": "user", "content": {True: "t", "true": "T", None: "n", "null": "N"}},
+    ]
+    with caplog.at_level(logging.WARNING, logger="bareagent_compact.transcripts"):
+        mgr.save(messages, "s")
+    assert mgr.load("s") == [
+        {"role": "user", "content": "hi", "meta": {"1": "secret-a", "1#2": "secret-b"}},
+        {"role": "user", "content": {"true": "t", "true#2": "T", "null": "n", "null#2": "N"}},
+    ]
+    [record] = caplog.records
+    text = record.getMessage()
+    assert "3 dict key(s)" in text and "str" in text
+    assert "secret" not in text
+
+
+def test_colliding_keys_keep_both_values_in_the_archive(mgr: JsonlTranscriptManager) -> None:
+    record = record_for("s")
+    record["content"] = [{"type": "text", "text": "x", 2: "two", "2": "deux"}]
+    mgr.archive(record)
+    [loaded] = mgr.load_archive("s")
+    assert loaded["content"] == [{"type": "text", "text": "x", "2": "two", "2#2": "deux"}]

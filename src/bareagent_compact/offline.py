@@ -16,17 +16,16 @@ from bareagent_compact.protocols import Message
 
 DEFAULT_MAX_CHARS: Final = 1500
 
-_HEADER_RE: Final = re.compile(r"^\[(user|assistant|system)\]$")
-_TOOL_USE_RE: Final = re.compile(r"\[tool_use:([^\]\s]+)\]")
+_HEADER_RE: Final = re.compile(r"\[(user|assistant|system)\]")
+_TOOL_USE_RE: Final = re.compile(r"\[tool_use:([^\[\]\s]+)\]")
 _PATH_RE: Final = re.compile(
     r"(?<![\w/.-])((?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]+|[\w-]+\.(?:py|toml|json|jsonl|md|txt|"
     r"yaml|yml|cfg|ini|sh|js|ts|rs|go|c|h|cpp|java|html|css|log|lock))(?![\w/])"
 )
 _ERROR_RE: Final = re.compile(
-    r"(Traceback|\w+(?:Error|Exception):|\bFAILED\b|^E\s|fatal:|错误|失败|异常)"
+    r"(Traceback|\b\w+(?:Error|Exception):|\bFAILED\b|^E\s|fatal:|错误|失败|异常)"
 )
 _TRUNCATED_RE: Final = re.compile(r"\[truncated: ")
-_COUNT_RE: Final = re.compile(r"([^\s、×]+)×(\d+)")
 _PREVIOUS: Final = "[Context Compressed]"
 
 
@@ -36,15 +35,37 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _turns(transcript: str) -> list[tuple[str, str]]:
-    """Split a serialised transcript back into (role, body) pairs."""
+    """Split a serialised transcript back into (role, body) pairs.
+
+    Only real headers count: the first ``[role]`` line, then only one after a
+    blank line, with lines split at ``\n`` alone, exactly as ``_serialize``
+    writes them. ``_serialize`` escapes content lines that would read as a
+    header, so tool output cannot start a turn of its own.
+    """
     turns: list[tuple[str, list[str]]] = []
-    for line in transcript.splitlines():
-        header = _HEADER_RE.match(line)
+    after_blank = True
+    for line in transcript.split("\n"):
+        header = _HEADER_RE.fullmatch(line) if after_blank or not turns else None
         if header:
             turns.append((header.group(1), []))
         elif turns:
             turns[-1][1].append(line)
+        after_blank = not line
     return [(role, "\n".join(lines).strip()) for role, lines in turns]
+
+
+def _tool_counts(line: str) -> list[tuple[str, int]]:
+    """The ``name×count`` items of an earlier summary's tool line (joined by ``、``).
+
+    Parsed with splits rather than a regular expression, so that a long run of
+    text without a separator costs linear time; absurd counts are ignored.
+    """
+    counts: list[tuple[str, int]] = []
+    for item in line.replace("、", " ").split():
+        name, sep, count = item.rpartition("×")
+        if sep and name and count.isdecimal() and len(count) <= 9:
+            counts.append((name, int(count)))
+    return counts
 
 
 def _first_and_last(goals: list[str], last: int = 5) -> list[str]:
@@ -101,8 +122,8 @@ class OfflineSummarizer:
                 for line in _section(body, "错误").split("\n"):
                     if line.startswith("- ") and line != "- (none)":
                         errors.setdefault(line[2:], None)
-                for name, count in _COUNT_RE.findall(_section(body, "工具")):
-                    tools[name] += int(count)
+                for name, count in _tool_counts(_section(body, "工具")):
+                    tools[name] += count
                 continue
             tools.update(_TOOL_USE_RE.findall(body))
             truncated += len(_TRUNCATED_RE.findall(body))

@@ -7,6 +7,7 @@ with tool semantics rather than raw JSON blocks.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 from bareagent_compact import dialects
@@ -27,6 +28,11 @@ __all__ = [
 ]
 
 MAX_DEPTH: Final = 200
+
+_BREAKS: Final = r"\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029"  # every break str.splitlines knows
+_ROLE_LINE_RE: Final = re.compile(
+    rf"\[(?<![^{_BREAKS}]\[)(?:system|developer|user|assistant|tool)\](?![^{_BREAKS}])"
+)
 
 
 def tool_name_for(block: dict[str, Any], names: dict[str, str]) -> str:
@@ -113,6 +119,15 @@ def render_message(message: Message, names: dict[str, str]) -> str:
     return text
 
 
+def _escape_role_lines(text: str) -> str:
+    """``text`` with a backslash before every line that reads exactly like a role
+    header (``[system]``, ``[developer]``, ``[user]``, ``[assistant]``, ``[tool]``),
+    so that content (tool output above all) cannot forge a turn of its own."""
+    if _ROLE_LINE_RE.search(text) is None:  # the common case allocates nothing
+        return text
+    return _ROLE_LINE_RE.sub(r"\\\g<0>", text)
+
+
 def _serialize(messages: list[Any]) -> str:
     """Render a message list as the readable transcript given to the summariser.
 
@@ -145,8 +160,12 @@ def _serialize(messages: list[Any]) -> str:
             if pieces:
                 pieces.append("\n\n")
             pieces.append(f"[{dialects.role_label(message)}]\n")
-        pieces.append(render_message(message, names))
+        pieces.append(_escape_role_lines(render_message(message, names)))
         previous = message
-    text = "".join(pieces)
-    # Equal to stripping both ends: the text always starts with "[".
-    return text.rstrip() if text[-1:].isspace() else text
+    # Equal to stripping both ends of the joined text (it always starts with "["),
+    # but only the last pieces are stripped, so the transcript is copied once.
+    while pieces and (not pieces[-1] or pieces[-1].isspace()):
+        pieces.pop()
+    if pieces:
+        pieces[-1] = pieces[-1].rstrip()
+    return "".join(pieces)

@@ -18,6 +18,7 @@ import stat
 import threading
 import time
 import unicodedata
+import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Final, TypeAlias
 
-from bareagent_compact._json import with_plain_keys
+from bareagent_compact._json import has_only_str_keys, log_renamed, with_plain_keys
 from bareagent_compact.protocols import ArchiveRecord, Message
 from bareagent_compact.validate import not_a_dict, not_a_list
 
@@ -70,7 +71,8 @@ FILE_MODE: Final = 0o600
 
 _FORBIDDEN_CHARS: Final = frozenset('/\\<>:"|?*')
 _RESERVED_NAMES: Final = frozenset(
-    {"CON", "PRN", "AUX", "NUL"} | {f"{port}{n}" for port in ("COM", "LPT") for n in range(1, 10)}
+    {"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"}
+    | {f"{port}{n}" for port in ("COM", "LPT") for n in "0123456789\u00b9\u00b2\u00b3"}
 )
 _STAMP_RE: Final = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})T(\d{2})-(\d{2})-(\d{2})(?:-(\d{6}))?", re.ASCII
@@ -79,12 +81,38 @@ _SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
 _ONE_MICROSECOND: Final = timedelta(microseconds=1)
 _O_BINARY: Final[int] = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
 _O_NOFOLLOW: Final[int] = getattr(os, "O_NOFOLLOW", 0)
+_O_NONBLOCK: Final[int] = getattr(os, "O_NONBLOCK", 0)  # a FIFO cannot block the open
+# What opening a symbolic link with O_NOFOLLOW fails with (Linux, FreeBSD, NetBSD).
+_LINK_ERRNOS: Final = frozenset(
+    getattr(errno, name) for name in ("ELOOP", "EMLINK", "EFTYPE") if hasattr(errno, name)
+)
 
-# Choosing a free file name and renaming into it happen under this lock, so that
-# threads (and managers sharing a directory) in one process never pick the same name.
-_NAME_LOCK: Final = threading.Lock()
-# Appends to archive files are serialised within the process.
-_ARCHIVE_LOCK: Final = threading.Lock()
+
+class _InodeLock:
+    """A lock for one file or directory, shared by everything in the process using it."""
+
+    __slots__ = ("__weakref__", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+# One lock per file or directory (by device and inode), kept while anyone holds it.
+# The registry's own lock is held only to look a lock up, never across any I/O.
+_LOCKS: Final[weakref.WeakValueDictionary[tuple[int, int], _InodeLock]] = (
+    weakref.WeakValueDictionary()
+)
+_LOCKS_LOCK: Final = threading.Lock()
+
+
+def _lock_for(info: os.stat_result) -> _InodeLock:
+    """The lock of the file or directory ``info`` describes (keep it while it is held)."""
+    key = (info.st_dev, info.st_ino)
+    with _LOCKS_LOCK:
+        found = _LOCKS.get(key)
+        if found is None:
+            found = _LOCKS[key] = _InodeLock()
+        return found
 
 
 def _utc_now() -> datetime:
@@ -178,26 +206,28 @@ def _parse_snapshot_name(directory: Path, name: str) -> Snapshot | None:
     return Snapshot(session_id, timestamp, directory / name)
 
 
-def _encode_line(value: Any, fallbacks: Counter[str]) -> bytes:
+def _encode_line(value: Any, fallbacks: Counter[str], renamed: Counter[str]) -> bytes:
     """One JSON line in UTF-8, non-ASCII kept readable.
 
     Values JSON cannot encode (and dict keys it cannot) become their ``str`` and
-    are counted by type in ``fallbacks``. Cyclic or too deeply nested data raises
+    are counted by type in ``fallbacks``. Keys of one dict that JSON would write
+    alike (``1`` and ``"1"``) are kept apart by a ``#n`` suffix on the later one,
+    counted in ``renamed``. Cyclic or too deeply nested data raises
     ``ValueError``. Unpaired surrogates are written as ``\\uXXXX`` escapes.
     """
 
     counted: Counter[str] = Counter()
+    collided: Counter[str] = Counter()
 
     def fallback(obj: object) -> str:
         counted[type(obj).__name__] += 1
         return str(obj)
 
     try:
-        try:
+        if has_only_str_keys(value):
             text = json.dumps(value, ensure_ascii=False, default=fallback)
-        except TypeError:  # a dict key that is not str, int, float, bool or None
-            counted.clear()
-            plain = with_plain_keys(value, counted, set())
+        else:  # keys JSON would write as text: they may collide with other keys
+            plain = with_plain_keys(value, counted, collided, set())
             text = json.dumps(plain, ensure_ascii=False, default=fallback)
     except RecursionError:
         raise ValueError("message content is nested too deeply to encode as JSON") from None
@@ -210,10 +240,14 @@ def _encode_line(value: Any, fallbacks: Counter[str]) -> bytes:
         escaped = _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
         data = escaped.encode("utf-8")
     fallbacks.update(counted)
+    renamed.update(collided)
     return data + b"\n"
 
 
-def _log_fallbacks(what: str, session_id: str, fallbacks: Counter[str]) -> None:
+def _log_fallbacks(
+    what: str, session_id: str, fallbacks: Counter[str], renamed: Counter[str]
+) -> None:
+    log_renamed(f"{what} for session {session_id!r}", renamed, logger)
     if fallbacks:
         logger.warning(
             "%s for session %r: %d value(s) JSON cannot encode were written as their str() "
@@ -238,6 +272,8 @@ def _decode_line(path: Path, number: int, raw: bytes) -> dict[str, Any]:
         raise ValueError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
         raise ValueError(f"{where}: JSON nested too deeply") from None
+    except ValueError as exc:  # an integer longer than Python converts
+        raise ValueError(f"{where}: invalid JSON value ({exc})") from None
     if not isinstance(value, dict):
         raise ValueError(f"{where}: expected a JSON object, got {type(value).__name__}")
     return value
@@ -250,6 +286,39 @@ def _write_all(fd: int, data: bytes) -> None:
         if written <= 0:
             raise OSError(errno.EIO, "write made no progress")
         view = view[written:]
+
+
+def _open_regular(path: Path, flags: int) -> int:
+    """Open ``path`` only if it is a regular file, and return the descriptor.
+
+    A symbolic link at ``path`` is not followed (``O_NOFOLLOW``; where that flag
+    does not exist, a link is refused up front) and the open cannot block on a
+    FIFO (``O_NONBLOCK``). Anything that is not a regular file (FIFO, socket,
+    device, directory) raises ``OSError`` before a byte is read or written.
+    """
+    if not _O_NOFOLLOW and os.path.islink(path):
+        raise OSError(errno.ELOOP, "refusing to follow a symbolic link", str(path))
+    try:
+        fd = os.open(path, flags | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY, FILE_MODE)
+    except OSError as exc:
+        if exc.errno in _LINK_ERRNOS and os.path.islink(path):
+            raise OSError(exc.errno, "refusing to follow a symbolic link", str(path)) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "refusing a file that is not a regular file", str(path))
+        if _O_NONBLOCK:
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of the regular file ``path`` (see :func:`_open_regular`)."""
+    with open(_open_regular(path, os.O_RDONLY), "rb") as file:
+        return file.read()
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -291,6 +360,8 @@ class JsonlTranscriptManager:
     def __init__(self, directory: str | os.PathLike[str], *, clock: Clock = _utc_now) -> None:
         if not callable(clock):
             raise TypeError(f"clock must be callable, got {type(clock).__name__}")
+        if not os.fspath(directory):
+            raise ValueError("directory must not be empty (pass '.' to use the current directory)")
         self.directory = Path(os.fspath(directory)).expanduser().absolute()
         self.clock = clock
         self._last: datetime | None = None
@@ -316,18 +387,22 @@ class JsonlTranscriptManager:
         if not isinstance(messages, list | tuple):
             raise not_a_list(messages)
         fallbacks: Counter[str] = Counter()
+        renamed: Counter[str] = Counter()
         lines = []
         for index, message in enumerate(messages):
             if not isinstance(message, dict):
                 raise not_a_dict(index, message)
-            lines.append(_encode_line(message, fallbacks))
-        _log_fallbacks("snapshot", session_id, fallbacks)
+            lines.append(_encode_line(message, fallbacks, renamed))
+        _log_fallbacks("snapshot", session_id, fallbacks, renamed)
 
         self._ensure_directory()
         self._remove_stale_temp_files()
         temp = self._write_temp_file(b"".join(lines))
         try:
-            with _NAME_LOCK:
+            # Per directory, by inode: managers sharing a directory under other
+            # spellings still share the lock, and other directories never wait.
+            name_lock = _lock_for(os.stat(self.directory))
+            with name_lock.lock:
                 moment = self._next_moment()
                 while True:
                     path = self.directory / f"{session_id}_{_format_stamp(moment)}{SNAPSHOT_SUFFIX}"
@@ -399,11 +474,12 @@ class JsonlTranscriptManager:
         """The messages of one snapshot file (e.g. an older one from ``snapshots()``).
 
         Blank lines are skipped; a line that is not UTF-8, not JSON or not an
-        object raises ``ValueError`` naming the file and the line number.
+        object raises ``ValueError`` naming the file and the line number. A
+        symbolic link or anything but a regular file raises ``OSError``.
         """
         path = Path(path)
         messages: list[Message] = []
-        for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        for number, raw in enumerate(_read_regular(path).split(b"\n"), start=1):
             if raw.strip():
                 messages.append(_decode_line(path, number, raw))
         return messages
@@ -429,14 +505,17 @@ class JsonlTranscriptManager:
         session_id = check_session_id(record["session_id"])
         path = self.archive_path(session_id)
         fallbacks: Counter[str] = Counter()
-        line = _encode_line(record, fallbacks)
-        _log_fallbacks("archive record", session_id, fallbacks)
+        renamed: Counter[str] = Counter()
+        line = _encode_line(record, fallbacks, renamed)
+        _log_fallbacks("archive record", session_id, fallbacks, renamed)
 
         self._ensure_directory()
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | _O_BINARY | _O_NOFOLLOW
-        with _ARCHIVE_LOCK:
-            fd = os.open(path, flags, FILE_MODE)
-            try:
+        fd = _open_regular(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+        try:
+            # Appends to one file are serialised within the process; the lock is
+            # that file's own, so a stalled write never holds up another archive.
+            file_lock = _lock_for(os.fstat(fd))
+            with file_lock.lock:
                 size = os.fstat(fd).st_size
                 if size:
                     os.lseek(fd, -1, os.SEEK_END)
@@ -444,9 +523,9 @@ class JsonlTranscriptManager:
                         # A writer was killed mid-line: start on a fresh line.
                         line = b"\n" + line
                 _write_all(fd, line)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         if not size:
             _fsync_directory(self.directory)
 
@@ -455,11 +534,12 @@ class JsonlTranscriptManager:
 
         An empty list when the session has no archive. A line that is not a
         complete JSON object (what a writer killed mid-append leaves) is skipped
-        with a warning naming the file and line.
+        with a warning naming the file and line. A symbolic link or anything but
+        a regular file at the archive's name raises ``OSError``.
         """
         path = self.archive_path(session_id)
         try:
-            data = path.read_bytes()
+            data = _read_regular(path)
         except FileNotFoundError:
             return []
         records: list[ArchiveRecord] = []
@@ -499,8 +579,7 @@ class JsonlTranscriptManager:
     def _write_temp_file(self, data: bytes) -> Path:
         """Write ``data`` to a new ``0o600`` temporary file and ``fsync`` it."""
         temp = self.directory / f"{TEMP_PREFIX}{secrets.token_hex(8)}"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY
-        fd = os.open(temp, flags, FILE_MODE)
+        fd = _open_regular(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             try:
                 _write_all(fd, data)
