@@ -4,6 +4,7 @@ from bareagent_compact.async_compactor import AsyncCompactor
 from bareagent_compact.compactor import Compactor
 from bareagent_compact.micro import DEFAULT_KEEP_RECENT, _micro_compact
 from bareagent_compact.offline import OfflineSummarizer
+from bareagent_compact.overflow import is_context_overflow
 from bareagent_compact.pairs import Orphan, find_orphans, repair_tool_pairs
 from bareagent_compact.prompts import (
     DEFAULT_ACKNOWLEDGEMENT,
@@ -53,5 +54,6 @@ __all__ = [
     "_serialize",
     "estimate_tokens",
     "find_orphans",
+    "is_context_overflow",
     "repair_tool_pairs",
 ]

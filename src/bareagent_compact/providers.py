@@ -1,0 +1,449 @@
+"""Summary providers made from the clients people already have.
+
+Each factory takes a client object and returns the callable a compactor wants:
+it sends the two-message summary prompt with the client and returns the
+summary text. No SDK is imported: the clients are used by duck typing
+(``client.messages.create``, ``client.chat.completions.create``,
+``client.responses.create``, BareAgent's ``provider.create``), and responses
+are read by attribute or by key, so SDK model objects and plain JSON dicts
+both work.
+
+A synchronous client gives a plain function; an asynchronous one (its
+``create`` is an ``async def``, or its class name starts with ``Async``) gives
+an ``async def`` function for :class:`AsyncCompactor`. ``is_async=`` overrides
+the detection for wrapped clients.
+
+Unusable answers (a refusal, a content filter, a failed or empty response)
+return ``""``, which the compactor counts as an unusable summary: the history
+is kept and a warning says why. API errors propagate, so the compactor sees
+them as a failed provider call (and may recognise an overflow).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final, Literal, TypeAlias, overload
+
+__all__ = [
+    "AsyncSummaryFunction",
+    "SummaryFunction",
+    "anthropic_provider",
+    "bareagent_provider",
+    "openai_chat_provider",
+    "openai_responses_provider",
+]
+
+logger = logging.getLogger(__name__)
+
+Prompt: TypeAlias = Sequence[Mapping[str, Any]]
+"""The summary prompt: ``[{"role": "system", ...}, {"role": "user", ...}]``."""
+
+SummaryFunction: TypeAlias = Callable[[Prompt], str]
+"""What a factory returns for a synchronous client."""
+
+AsyncSummaryFunction: TypeAlias = Callable[[Prompt], Awaitable[str]]
+"""What a factory returns for an asynchronous client."""
+
+DEFAULT_MAX_TOKENS: Final = 4096
+"""Output budget of the summary request where the API needs one (Anthropic, BareAgent)."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _get(obj: object, name: str) -> Any:
+    """``obj.name`` or ``obj[name]``: SDK model objects and plain dicts alike."""
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _method(obj: object, path: str) -> Callable[..., Any]:
+    """The bound method at ``path`` (``"chat.completions.create"``), or a clear TypeError."""
+    target: object = obj
+    for name in path.split("."):
+        target = getattr(target, name, None)
+        if target is None:
+            break
+    if not callable(target):
+        raise TypeError(
+            f"client must have a callable {path}(...) method, got {type(obj).__name__}"
+        )
+    return target
+
+
+def _detect_async(client: object, create: Callable[..., Any], is_async: bool | None) -> bool:
+    """Whether ``create`` returns a coroutine.
+
+    SDK decorators hide ``async def`` behind plain wrappers, so the unwrapped
+    function is inspected too; the ``Async...`` class-name convention of the
+    Anthropic and OpenAI SDKs decides for clients that hide it further.
+    """
+    if is_async is not None:
+        if not isinstance(is_async, bool):
+            raise TypeError(f"is_async must be a bool or None, got {type(is_async).__name__}")
+        return is_async
+    try:
+        unwrapped = inspect.unwrap(create)
+    except ValueError:  # a cycle of __wrapped__
+        unwrapped = create
+    if inspect.iscoroutinefunction(create) or inspect.iscoroutinefunction(unwrapped):
+        return True
+    return any(cls.__name__.startswith("Async") for cls in type(client).__mro__)
+
+
+def _check_model(model: object) -> str:
+    if not isinstance(model, str):
+        raise TypeError(f"model must be a str, got {type(model).__name__}")
+    if not model:
+        raise ValueError("model must not be empty")
+    return model
+
+
+def _check_max_tokens(max_tokens: object) -> int:
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+        raise TypeError(f"max_tokens must be an int, got {type(max_tokens).__name__}")
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    return max_tokens
+
+
+def _split_prompt(prompt: object) -> tuple[str, list[dict[str, Any]]]:
+    """The system text (system messages joined) and the other messages as role/content."""
+    if isinstance(prompt, (str, bytes)) or not isinstance(prompt, Sequence):
+        raise TypeError(f"prompt must be a list of messages, got {type(prompt).__name__}")
+    system: list[str] = []
+    dialogue: list[dict[str, Any]] = []
+    for message in prompt:
+        if not isinstance(message, Mapping):
+            raise TypeError(f"prompt messages must be dicts, got {type(message).__name__}")
+        role, content = message.get("role"), message.get("content")
+        if role in ("system", "developer"):
+            if not isinstance(content, str):
+                raise TypeError("the system message of the prompt must have str content")
+            system.append(content)
+        else:
+            dialogue.append({"role": role, "content": content})
+    return "\n\n".join(system), dialogue
+
+
+def _sync_or_async(
+    create: Callable[..., Any],
+    is_async: bool,
+    request: Callable[[Prompt], dict[str, Any]],
+    read: Callable[[object], str],
+    label: str,
+) -> SummaryFunction | AsyncSummaryFunction:
+    """One provider function around ``create``: sync or ``async def``, same request and reading."""
+    if is_async:
+
+        async def summarize_async(prompt: Prompt, /) -> str:
+            return read(await create(**request(prompt)))
+
+        summarize_async.__qualname__ = summarize_async.__name__ = f"{label}_async"
+        return summarize_async
+
+    def summarize(prompt: Prompt, /) -> str:
+        response = create(**request(prompt))
+        if inspect.isawaitable(response):
+            close = getattr(response, "close", None)
+            if callable(close):
+                close()  # no "coroutine was never awaited" warning
+            raise TypeError(
+                f"{label}: the client's create() returned an awaitable; pass is_async=True "
+                "(and use AsyncCompactor) for an asynchronous client"
+            )
+        return read(response)
+
+    summarize.__qualname__ = summarize.__name__ = label
+    return summarize
+
+
+def _unusable(label: str, why: str) -> str:
+    logger.warning("%s: no usable summary (%s)", label, why)
+    return ""
+
+
+# --------------------------------------------------------------------------- Anthropic
+
+
+def _read_anthropic(response: object) -> str:
+    """Text blocks of a Messages API response; ``""`` on a refusal or without text."""
+    content = _get(response, "content")
+    if not isinstance(content, Sequence) or isinstance(content, (str, bytes)):
+        raise TypeError(
+            "expected an Anthropic Message with a content list (streaming is not supported), "
+            f"got {type(response).__name__}"
+        )
+    stop = _get(response, "stop_reason")
+    if stop == "refusal":
+        return _unusable("anthropic_provider", "the model refused")
+    texts = [_get(block, "text") for block in content if _get(block, "type") == "text"]
+    text = "".join(t for t in texts if isinstance(t, str))
+    if not text.strip():
+        return _unusable("anthropic_provider", f"no text in the answer, stop_reason {stop!r}")
+    if stop == "max_tokens":
+        logger.warning("anthropic_provider: the summary was cut at max_tokens; kept as it is")
+    return text
+
+
+@overload
+def anthropic_provider(
+    client: object,
+    model: str,
+    max_tokens: int = ...,
+    *,
+    is_async: Literal[False],
+    **create_kwargs: Any,
+) -> SummaryFunction: ...
+@overload
+def anthropic_provider(
+    client: object,
+    model: str,
+    max_tokens: int = ...,
+    *,
+    is_async: Literal[True],
+    **create_kwargs: Any,
+) -> AsyncSummaryFunction: ...
+@overload
+def anthropic_provider(
+    client: object,
+    model: str,
+    max_tokens: int = ...,
+    *,
+    is_async: None = ...,
+    **create_kwargs: Any,
+) -> Any: ...
+def anthropic_provider(
+    client: object,
+    model: str,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    *,
+    is_async: bool | None = None,
+    **create_kwargs: Any,
+) -> SummaryFunction | AsyncSummaryFunction | Any:
+    """A provider calling ``client.messages.create`` (Anthropic Messages API).
+
+    The prompt's system message becomes ``system=``, the user message the only
+    entry of ``messages=``; ``create_kwargs`` (``temperature``, ``metadata``,
+    ``extra_headers``, ...) are passed on. The summary is the text blocks of the
+    answer joined; a refusal or an answer without text gives ``""``.
+    """
+    create = _method(client, "messages.create")
+    model = _check_model(model)
+    max_tokens = _check_max_tokens(max_tokens)
+
+    def request(prompt: Prompt) -> dict[str, Any]:
+        system, dialogue = _split_prompt(prompt)
+        body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": dialogue}
+        if system:
+            body["system"] = system
+        return {**body, **create_kwargs}
+
+    return _sync_or_async(
+        create,
+        _detect_async(client, create, is_async),
+        request,
+        _read_anthropic,
+        "anthropic_provider",
+    )
+
+
+# --------------------------------------------------------------------------- OpenAI Chat
+
+
+def _read_chat(response: object) -> str:
+    """The first choice's message content; ``""`` on a refusal, a filter or no content."""
+    choices = _get(response, "choices")
+    if not isinstance(choices, Sequence) or isinstance(choices, (str, bytes)):
+        raise TypeError(
+            "expected a ChatCompletion with choices (streaming is not supported), "
+            f"got {type(response).__name__}"
+        )
+    if not choices:
+        return _unusable("openai_chat_provider", "no choices in the answer")
+    choice = choices[0]
+    message = _get(choice, "message")
+    finish = _get(choice, "finish_reason")
+    if _get(message, "refusal"):
+        return _unusable("openai_chat_provider", "the model refused")
+    if finish == "content_filter":
+        return _unusable("openai_chat_provider", "the answer was filtered")
+    content = _get(message, "content")
+    if isinstance(content, list):  # some compatible servers answer with text parts
+        parts = [_get(part, "text") for part in content if _get(part, "type") == "text"]
+        content = "".join(p for p in parts if isinstance(p, str))
+    if not isinstance(content, str) or not content.strip():
+        return _unusable("openai_chat_provider", f"no text in the answer, finish_reason {finish!r}")
+    if finish == "length":
+        logger.warning("openai_chat_provider: the summary was cut at the token limit; kept")
+    return content
+
+
+@overload
+def openai_chat_provider(
+    client: object, model: str, *, is_async: Literal[False], **create_kwargs: Any
+) -> SummaryFunction: ...
+@overload
+def openai_chat_provider(
+    client: object, model: str, *, is_async: Literal[True], **create_kwargs: Any
+) -> AsyncSummaryFunction: ...
+@overload
+def openai_chat_provider(
+    client: object, model: str, *, is_async: None = ..., **create_kwargs: Any
+) -> Any: ...
+def openai_chat_provider(
+    client: object, model: str, *, is_async: bool | None = None, **create_kwargs: Any
+) -> SummaryFunction | AsyncSummaryFunction | Any:
+    """A provider calling ``client.chat.completions.create`` (OpenAI Chat Completions).
+
+    Works with every OpenAI-compatible server the ``openai`` client can reach
+    (set its ``base_url``). The prompt is sent as it is; ``create_kwargs`` are
+    passed on (an output limit is ``max_completion_tokens=`` for OpenAI,
+    ``max_tokens=`` for most compatible servers). The summary is the first
+    choice's content; a refusal, a content filter or no content gives ``""``.
+    """
+    create = _method(client, "chat.completions.create")
+    model = _check_model(model)
+
+    def request(prompt: Prompt) -> dict[str, Any]:
+        system, dialogue = _split_prompt(prompt)
+        messages = [{"role": "system", "content": system}] if system else []
+        return {"model": model, "messages": [*messages, *dialogue], **create_kwargs}
+
+    return _sync_or_async(
+        create,
+        _detect_async(client, create, is_async),
+        request,
+        _read_chat,
+        "openai_chat_provider",
+    )
+
+
+# --------------------------------------------------------------------------- OpenAI Responses
+
+
+def _read_responses(response: object) -> str:
+    """The ``output_text`` parts of the output messages; ``""`` on a refusal or failure."""
+    output = _get(response, "output")
+    if not isinstance(output, Sequence) or isinstance(output, (str, bytes)):
+        raise TypeError(
+            "expected a Responses API Response with an output list (streaming is not "
+            f"supported), got {type(response).__name__}"
+        )
+    status = _get(response, "status")
+    if status in ("failed", "cancelled") or _get(response, "error"):
+        return _unusable("openai_responses_provider", f"the response has status {status!r}")
+    texts: list[str] = []
+    for item in output:
+        if _get(item, "type") != "message":
+            continue  # reasoning and other items carry no answer text
+        for part in _get(item, "content") or ():
+            kind = _get(part, "type")
+            if kind == "refusal":
+                return _unusable("openai_responses_provider", "the model refused")
+            text = _get(part, "text")
+            if kind == "output_text" and isinstance(text, str):
+                texts.append(text)
+    text = "".join(texts)
+    if not text.strip():
+        return _unusable("openai_responses_provider", f"no text in the answer, status {status!r}")
+    if status == "incomplete":
+        logger.warning("openai_responses_provider: the summary is incomplete; kept as it is")
+    return text
+
+
+@overload
+def openai_responses_provider(
+    client: object, model: str, *, is_async: Literal[False], **create_kwargs: Any
+) -> SummaryFunction: ...
+@overload
+def openai_responses_provider(
+    client: object, model: str, *, is_async: Literal[True], **create_kwargs: Any
+) -> AsyncSummaryFunction: ...
+@overload
+def openai_responses_provider(
+    client: object, model: str, *, is_async: None = ..., **create_kwargs: Any
+) -> Any: ...
+def openai_responses_provider(
+    client: object, model: str, *, is_async: bool | None = None, **create_kwargs: Any
+) -> SummaryFunction | AsyncSummaryFunction | Any:
+    """A provider calling ``client.responses.create`` (OpenAI Responses API).
+
+    The prompt's system message becomes ``instructions=``, the user message the
+    ``input=``; ``create_kwargs`` (``max_output_tokens``, ``store``,
+    ``reasoning``, ...) are passed on. The summary is the ``output_text`` parts
+    of the output messages joined; a refusal, a failed response or no text
+    gives ``""``.
+    """
+    create = _method(client, "responses.create")
+    model = _check_model(model)
+
+    def request(prompt: Prompt) -> dict[str, Any]:
+        system, dialogue = _split_prompt(prompt)
+        body: dict[str, Any] = {"model": model, "input": dialogue}
+        if system:
+            body["instructions"] = system
+        return {**body, **create_kwargs}
+
+    return _sync_or_async(
+        create,
+        _detect_async(client, create, is_async),
+        request,
+        _read_responses,
+        "openai_responses_provider",
+    )
+
+
+# --------------------------------------------------------------------------- BareAgent
+
+
+def _read_bareagent(response: object) -> str:
+    """The ``text`` of BareAgent's ``LLMResponse``; ``""`` when it has none."""
+    text = response if isinstance(response, str) else getattr(response, "text", None)
+    if not isinstance(text, str):
+        raise TypeError(
+            f"expected a response with a str attribute text, got {type(response).__name__}"
+        )
+    if not text.strip():
+        return _unusable("bareagent_provider", "empty text")
+    return text
+
+
+@overload
+def bareagent_provider(
+    provider: object, max_tokens: int = ..., *, is_async: Literal[False]
+) -> SummaryFunction: ...
+@overload
+def bareagent_provider(
+    provider: object, max_tokens: int = ..., *, is_async: Literal[True]
+) -> AsyncSummaryFunction: ...
+@overload
+def bareagent_provider(
+    provider: object, max_tokens: int = ..., *, is_async: None = ...
+) -> Any: ...
+def bareagent_provider(
+    provider: object, max_tokens: int = DEFAULT_MAX_TOKENS, *, is_async: bool | None = None
+) -> SummaryFunction | AsyncSummaryFunction | Any:
+    """A provider calling BareAgent's ``provider.create(messages=..., tools=[], max_tokens=...)``.
+
+    The prompt is passed as it is (BareAgent keeps system messages in the list)
+    with no tools; the summary is the response's ``.text``.
+    """
+    create = _method(provider, "create")
+    max_tokens = _check_max_tokens(max_tokens)
+
+    def request(prompt: Prompt) -> dict[str, Any]:
+        _split_prompt(prompt)  # the same checks as the other providers
+        messages = [{"role": m.get("role"), "content": m.get("content")} for m in prompt]
+        return {"messages": messages, "tools": [], "max_tokens": max_tokens}
+
+    return _sync_or_async(
+        create,
+        _detect_async(provider, create, is_async),
+        request,
+        _read_bareagent,
+        "bareagent_provider",
+    )
