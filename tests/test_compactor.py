@@ -325,7 +325,9 @@ def test_rebuild_has_the_spec_shape(provider: RecordingProvider, make_history: H
         {"role": "assistant", "content": "收到，我已理解之前的上下文，继续工作。"},
         pending,
     ]
-    assert result == CompactionResult(Action.FULL, tokens, estimate_tokens(messages), 0, False)
+    assert result == CompactionResult(
+        Action.FULL, tokens, estimate_tokens(messages), 0, False, summary_calls=1, parts=1
+    )
 
 
 def test_rebuild_happens_in_place(provider: RecordingProvider, make_history: History) -> None:

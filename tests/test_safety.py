@@ -329,7 +329,23 @@ def test_a_response_whose_text_raises_counts_as_a_failed_summary(make_history: H
     assert messages == expected
 
 
-def test_a_summary_longer_than_what_it_replaces_is_applied_and_warned(
+def test_a_summary_longer_than_what_it_replaces_is_refused_unless_forced(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pending = {"role": "user", "content": "x" * 4000}
+    messages = [{"role": "user", "content": "short task"}, {"role": "assistant", "content": "ok"}]
+    messages.append(pending)
+    before = copy.deepcopy(messages)
+    provider = RecordingProvider("a summary longer than the history " * 5)
+    with caplog.at_level(logging.WARNING):
+        result = Compactor(provider, threshold=100)(messages)
+    assert result.action is Action.FAILED
+    assert result.reason == "summary longer than its source"
+    assert messages == before
+    assert any("longer than what it would replace" in r.getMessage() for r in caplog.records)
+
+
+def test_a_summary_longer_than_what_it_replaces_is_applied_and_warned_when_forced(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     pending = {"role": "user", "content": "x" * 4000}
@@ -337,7 +353,7 @@ def test_a_summary_longer_than_what_it_replaces_is_applied_and_warned(
     messages.append(pending)
     provider = RecordingProvider("a summary longer than the history " * 5)
     with caplog.at_level(logging.WARNING):
-        result = Compactor(provider, threshold=100)(messages)
+        result = Compactor(provider, threshold=100)(messages, force=True)
     assert result.action is Action.FULL and result.tokens_after > result.tokens_before
     assert messages[-1] is pending
     assert any("did not shrink" in r.getMessage() for r in caplog.records)

@@ -21,7 +21,7 @@ from bareagent_compact.protocols import (
     TokenCounter,
     TranscriptManager,
 )
-from bareagent_compact.result import Action, CompactionResult
+from bareagent_compact.result import Action, CompactionResult, Reason
 from bareagent_compact.serialize import _serialize
 from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.transcripts import JsonlTranscriptManager, Snapshot
@@ -44,6 +44,7 @@ __all__ = [
     "Message",
     "OfflineSummarizer",
     "Orphan",
+    "Reason",
     "SUMMARY_PREFIX",
     "Snapshot",
     "SummaryProvider",

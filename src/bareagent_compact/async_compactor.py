@@ -14,10 +14,10 @@ from bareagent_compact.pipeline import (
     Outcome,
     Request,
     SaveRequest,
-    SummaryRequest,
     is_async_callable,
 )
 from bareagent_compact.result import CompactionResult
+from bareagent_compact.summarize import SummaryRequest
 
 logger = logging.getLogger("bareagent_compact.compactor")
 

@@ -14,12 +14,12 @@ from bareagent_compact.pipeline import (
     Outcome,
     Request,
     SaveRequest,
-    SummaryRequest,
     close_awaitable,
     is_async_callable,
     summary_text,
 )
 from bareagent_compact.result import CompactionResult
+from bareagent_compact.summarize import SummaryRequest
 
 __all__ = ["Compactor", "summary_text"]
 

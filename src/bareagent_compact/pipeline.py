@@ -15,7 +15,7 @@ import inspect
 import logging
 from collections.abc import Callable, Generator, MutableSequence, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, Final, NamedTuple, TypeAlias
 
 from bareagent_compact import dialects
 from bareagent_compact._json import json_copy
@@ -45,8 +45,14 @@ from bareagent_compact.protocols import (
     TokenCounter,
     TranscriptManager,
 )
-from bareagent_compact.result import Action, CompactionResult
+from bareagent_compact.result import Action, CompactionResult, Reason
 from bareagent_compact.serialize import _serialize
+from bareagent_compact.summarize import (
+    DEFAULT_SUMMARY_INPUT_TOKENS,
+    MIN_BUDGET,
+    SummaryRequest,
+    summarise,
+)
 from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.validate import validate_messages
 
@@ -64,12 +70,6 @@ class SaveRequest(NamedTuple):
 
     messages: list[Message]
     session_id: str
-
-
-class SummaryRequest(NamedTuple):
-    """Call the provider with ``prompt``; answer with an :class:`Outcome` of its answer."""
-
-    prompt: list[Message]
 
 
 Request: TypeAlias = ArchiveRequest | SaveRequest | SummaryRequest
@@ -217,10 +217,11 @@ class Plan:
     head_end: int
     tail_start: int
     systems: list[Message]
+    source: list[Message]
     prompt: list[Message]
 
 
-def _read_summary(answer: Outcome) -> tuple[str | None, str]:
+def _read_summary(answer: Outcome) -> tuple[str | None, Reason | None]:
     """The summary text of a provider's answer, or ``None`` and why not (logged)."""
     if answer.error is not None or answer.reason is not None:
         logger.warning(
@@ -228,19 +229,26 @@ def _read_summary(answer: Outcome) -> tuple[str | None, str]:
             f" ({answer.reason})" if answer.reason else "",
             exc_info=answer.error,
         )
-        return None, answer.reason or "provider raised"
+        return None, Reason.PROVIDER_RAISED if answer.reason is None else Reason.PROVIDER_AWAITABLE
     try:
         summary = summary_text(answer.value)
     except Exception:
         logger.warning("reading the summary failed; history left as it was", exc_info=True)
-        return None, "provider raised"
+        return None, Reason.PROVIDER_RAISED
     if summary is None:
         logger.warning(
             "summary provider returned an unusable summary (%s); history left as it was",
             type(answer.value).__name__,
         )
-        return None, "unusable summary"
-    return summary, ""
+        return None, Reason.UNUSABLE_SUMMARY
+    return summary, None
+
+
+BACKOFF_CAP: Final = 32
+"""At most this many calls are skipped between two attempts after failures."""
+
+GROWTH_RETRY: Final = 2
+"""A history this many times larger than at the last failure is tried again at once."""
 
 
 class CompactorBase:
@@ -263,6 +271,7 @@ class CompactorBase:
         keep_tool_pairs: bool = True,
         archive: ArchiveHook | None = None,
         require_snapshot: bool = True,
+        summary_input_tokens: int = DEFAULT_SUMMARY_INPUT_TOKENS,
     ) -> None:
         if not callable(provider):
             raise TypeError(f"provider must be callable, got {type(provider).__name__}")
@@ -282,6 +291,14 @@ class CompactorBase:
             raise TypeError(f"token_counter must be callable, got {type(token_counter).__name__}")
         if archive is not None and not callable(archive):
             raise TypeError(f"archive must be callable, got {type(archive).__name__}")
+        if isinstance(summary_input_tokens, bool) or not isinstance(summary_input_tokens, int):
+            raise TypeError(
+                f"summary_input_tokens must be an int, got {type(summary_input_tokens).__name__}"
+            )
+        if summary_input_tokens < MIN_BUDGET:
+            raise ValueError(
+                f"summary_input_tokens must be >= {MIN_BUDGET}, got {summary_input_tokens}"
+            )
         self.provider = provider
         self.transcript_mgr = transcript_mgr
         self.threshold = threshold
@@ -292,6 +309,11 @@ class CompactorBase:
         self.keep_tool_pairs = bool(keep_tool_pairs)
         self.archive = archive
         self.require_snapshot = bool(require_snapshot)
+        self.summary_input_tokens = summary_input_tokens
+        self._calls = 0  # calls of the compactor, for the failure back-off
+        self._failures = 0  # full compactions failed in a row
+        self._failed_tokens = 0
+        self._retry_at = 0
         self._session_id = self._checked_session_id(session_id)
         self._setup()
 
@@ -367,9 +389,13 @@ class CompactorBase:
 
     def _full(self, messages: MutableSequence[Any], force: bool, truncated: int) -> Steps:
         tokens = self._count(messages)
+        self._calls += 1
         plan = self._plan(messages, force, tokens, truncated)
         if isinstance(plan, CompactionResult):
             return plan
+        if not force and self._backing_off(tokens):
+            quiet = Action.MICRO if truncated else Action.NONE
+            return CompactionResult(quiet, tokens, tokens, truncated, reason=Reason.BACKING_OFF)
 
         # Step 5: snapshot before anything is sent or changed.
         snapshot_saved = False
@@ -384,24 +410,86 @@ class CompactorBase:
                     exc_info=saved.error,
                 )
                 if self.require_snapshot:
-                    return _failed(tokens, truncated, False, "snapshot failed")
+                    return self._failure(tokens, truncated, False, Reason.SNAPSHOT_FAILED)
 
-        # Steps 6 and 7: ask for the summary; any failure leaves history intact.
-        answer: Outcome = yield SummaryRequest(plan.prompt)
-        summary, reason = _read_summary(answer)
+        # Steps 6 and 7: ask for the summary, in parts if the source is over the
+        # summariser's input budget; any failure leaves history intact.
+        done = yield from summarise(
+            plan.source,
+            plan.prompt,
+            system_prompt=self.system_prompt,
+            budget=self.summary_input_tokens,
+            count=self._count_list,
+            read=_read_summary,
+        )
+        extra = {"summary_calls": done.calls, "parts": done.parts}
+        summary = done.text
         if summary is None:
-            return _failed(tokens, truncated, snapshot_saved, reason)
+            reason = done.reason or Reason.UNUSABLE_SUMMARY
+            return self._failure(tokens, truncated, snapshot_saved, reason, **extra)
+        if self._inflated(plan, summary, force):
+            return self._failure(
+                tokens, truncated, snapshot_saved, Reason.INFLATED_SUMMARY, **extra
+            )
 
         # Step 8: rebuild in place.
         if not self._rebuild(messages, plan, summary):
-            return _failed(tokens, truncated, snapshot_saved, "history changed during summary")
+            return self._failure(
+                tokens, truncated, snapshot_saved, Reason.HISTORY_CHANGED, **extra
+            )
+        self._failures = 0
         # Nothing below may raise: the summary is in hand and the history rebuilt.
         after = self._count(messages)
         try:
             self._warn_about(messages, plan, tokens, after)
         except Exception:  # a malformed block must not turn success into an exception
             logger.warning("could not check the rebuilt history", exc_info=True)
-        return CompactionResult(Action.FULL, tokens, after, truncated, snapshot_saved)
+        return CompactionResult(
+            Action.FULL, tokens, after, truncated, snapshot_saved, None, **extra
+        )
+
+    def _count_list(self, messages: list[Message]) -> int:
+        return self._count(messages)
+
+    def _inflated(self, plan: Plan, summary: str, force: bool) -> bool:
+        """A summary longer than the source it replaces makes the history bigger:
+        refused, unless the call was forced (then kept, with a warning)."""
+        summary_size = self._count([{"role": "user", "content": SUMMARY_PREFIX + summary}])
+        source_size = self._count(plan.source)
+        if summary_size <= source_size:
+            return False
+        if force:
+            logger.warning(
+                "the summary (%d tokens) is longer than what it replaces (%d tokens); kept "
+                "because the compaction was forced",
+                summary_size,
+                source_size,
+            )
+            return False
+        logger.warning(
+            "the summary (%d tokens) is longer than what it would replace (%d tokens); "
+            "history left as it was",
+            summary_size,
+            source_size,
+        )
+        return True
+
+    def _backing_off(self, tokens: int) -> bool:
+        """True while a recent failure asks to leave the provider alone: the
+        ``k``-th failure in a row skips ``min(2 ** (k - 1), BACKOFF_CAP)`` calls,
+        unless the history has since grown ``GROWTH_RETRY`` times larger."""
+        if not self._failures or self._calls >= self._retry_at:
+            return False
+        return tokens < GROWTH_RETRY * self._failed_tokens
+
+    def _failure(
+        self, tokens: int, truncated: int, saved: bool, reason: Reason, **extra: int
+    ) -> CompactionResult:
+        """A failed full compaction, which also starts (or extends) the back-off."""
+        self._failures += 1
+        self._failed_tokens = tokens
+        self._retry_at = self._calls + min(2 ** (self._failures - 1), BACKOFF_CAP) + 1
+        return CompactionResult(Action.FAILED, tokens, tokens, truncated, saved, reason, **extra)
 
     def _plan(
         self, messages: MutableSequence[Any], force: bool, tokens: int, truncated: int
@@ -421,7 +509,9 @@ class CompactorBase:
         # Step 4: the summary source excludes system messages.
         source = [m for m in head[:start] if not dialects.is_system(m)]
         if not source:
-            return CompactionResult(quiet, tokens, tokens, truncated, reason="nothing to summarise")
+            return CompactionResult(
+                quiet, tokens, tokens, truncated, reason=Reason.NOTHING_TO_SUMMARISE
+            )
         if not force and all(_is_own_output(m, self.acknowledgement) for m in source):
             # Only the previous summary is left: summarising it again every turn
             # would cost a model call and shrink nothing that matters.
@@ -430,7 +520,7 @@ class CompactorBase:
                 "(the pending message itself is large)"
             )
             return CompactionResult(
-                quiet, tokens, tokens, truncated, reason="nothing new to summarise"
+                quiet, tokens, tokens, truncated, reason=Reason.NOTHING_NEW
             )
         # The prompt and the system messages' copies are made before anything is
         # sent, so that an unencodable history fails before any side effect.
@@ -442,8 +532,8 @@ class CompactorBase:
             ]
         except ValueError:
             logger.warning("compaction skipped: history cannot be encoded", exc_info=True)
-            return _failed(tokens, truncated, False, "history cannot be encoded")
-        return Plan(snapshot, head_end, start, systems, prompt)
+            return self._failure(tokens, truncated, False, Reason.NOT_ENCODABLE)
+        return Plan(snapshot, head_end, start, systems, source, prompt)
 
     def _rebuild(self, messages: MutableSequence[Any], plan: Plan, summary: str) -> bool:
         """Step 8, in place: systems, summary, acknowledgement (unless a kept assistant
@@ -538,10 +628,6 @@ def _replace_all(messages: MutableSequence[Any], rebuilt: list[Message]) -> None
     else:
         messages.clear()
         messages.extend(rebuilt)
-
-
-def _failed(tokens: int, truncated: int, saved: bool, reason: str) -> CompactionResult:
-    return CompactionResult(Action.FAILED, tokens, tokens, truncated, saved, reason)
 
 
 Runner: TypeAlias = Callable[[Request], Any]

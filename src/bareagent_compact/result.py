@@ -19,6 +19,39 @@ class Action(str, enum.Enum):
     """A full compaction was due but did not happen; history is as micro-compaction left it."""
 
 
+class Reason(str, enum.Enum):
+    """Why a full compaction failed or was skipped: stable values to branch on.
+
+    Each member equals its text (``Reason.PROVIDER_RAISED == "provider raised"``).
+    """
+
+    PROVIDER_RAISED = "provider raised"
+    """The provider raised (also: reading its answer's ``.text`` raised)."""
+    UNUSABLE_SUMMARY = "unusable summary"
+    """The answer was not a ``str`` (or an object with a ``str`` ``.text``), or was blank."""
+    PROVIDER_AWAITABLE = "provider returned an awaitable"
+    """The sync ``Compactor``'s provider returned a coroutine: use ``AsyncCompactor``."""
+    INFLATED_SUMMARY = "summary longer than its source"
+    """The summary was longer than what it would replace (refused unless forced)."""
+    CONTEXT_OVERFLOW = "summary input too long for the model"
+    """The provider kept saying the request exceeded its context window."""
+    SNAPSHOT_FAILED = "snapshot failed"
+    """The transcript manager's ``save`` failed, and ``require_snapshot`` is on."""
+    NOT_ENCODABLE = "history cannot be encoded"
+    """The history could not be rendered (cyclic or absurdly deep content)."""
+    HISTORY_CHANGED = "history changed during summary"
+    """The list was changed, other than by appending, while the summary was made."""
+    BACKING_OFF = "backing off after a failed summary"
+    """A recent full compaction failed; the provider is left alone for a few turns."""
+    NOTHING_TO_SUMMARISE = "nothing to summarise"
+    """Only system messages, the pending turn and kept tool calls are left."""
+    NOTHING_NEW = "nothing new to summarise"
+    """Only the previous summary is left to summarise (not forced)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True, slots=True)
 class CompactionResult:
     """An immutable report of one ``compactor(messages)`` call.
@@ -26,6 +59,9 @@ class CompactionResult:
     ``tokens_before`` is the estimate after micro-compaction (the number compared
     with the threshold); ``tokens_after`` is the estimate when the call returned.
     ``reason`` says why a full compaction failed or was skipped, else ``None``.
+    ``summary_calls`` is how many times the provider was called, and ``parts``
+    how many parts the summary source was summarised in (1 when it fit the
+    summariser's input budget; 0 when no summary was asked for).
     """
 
     action: Action
@@ -33,7 +69,9 @@ class CompactionResult:
     tokens_after: int
     truncated: int = 0
     snapshot_saved: bool = False
-    reason: str | None = None
+    reason: Reason | None = None
+    summary_calls: int = 0
+    parts: int = 0
 
     @property
     def compacted(self) -> bool:

@@ -1,0 +1,224 @@
+"""Full compaction that always gets the session back under budget: parts, overflow
+retries, back-off after failures, and refused inflated summaries."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from bareagent_compact import Action, AsyncCompactor, Compactor, Reason
+from bareagent_compact.pipeline import BACKOFF_CAP
+from bareagent_compact.summarize import segments
+from conftest import RecordingProvider, tool_round
+
+MARKER = re.compile(r"MARKER\d+")
+
+
+class ContextLengthError(Exception):
+    """What an OpenAI-compatible server says when the prompt is too long."""
+
+
+class LimitedSummarizer:
+    """A summariser with a hard input limit in characters; its summary lists every
+    marker word it was shown (in the transcript or the running summary)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.calls = 0
+        self.sizes: list[int] = []
+
+    def __call__(self, prompt: list[dict[str, Any]]) -> str:
+        self.calls += 1
+        text = prompt[1]["content"]
+        if len(text) > self.limit:
+            raise ContextLengthError(
+                f"This model's maximum context length is {self.limit} tokens. However, "
+                f"you requested {len(text)} tokens. Please reduce the length of the messages."
+            )
+        self.sizes.append(len(text))
+        seen = sorted(set(MARKER.findall(text)), key=lambda m: int(m[6:]))
+        return "Summary. Markers: " + " ".join(seen)
+
+
+def session(parts: int, part_chars: int) -> list[dict[str, Any]]:
+    """A tool-using session whose summary source holds ``parts`` chunks of about
+    ``part_chars`` characters, each with its own marker word, then a pending request."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "agent"}]
+    messages.append({"role": "user", "content": "Investigate the build."})
+    filler = "log line with some words 0123456789\n"
+    for number in range(parts):
+        call, result = tool_round(
+            f"t{number}", "bash", f"MARKER{number}\n" + filler * (part_chars // len(filler))
+        )
+        messages += [call, result, {"role": "assistant", "content": f"checked part {number}"}]
+        messages.append({"role": "user", "content": "continue"})
+    messages.append({"role": "user", "content": "What did you find?"})
+    return messages
+
+
+@pytest.mark.parametrize("times", [1, 5, 50])
+def test_a_source_many_times_the_summarisers_limit_is_summarised_in_parts(times: int) -> None:
+    limit = 20_000
+    summarizer = LimitedSummarizer(limit)
+    messages = session(parts=times, part_chars=limit - 2_000)
+    compactor = Compactor(summarizer, threshold=1_000, keep_recent=1_000)
+    result = compactor(messages)
+    assert result.action is Action.FULL, result
+    assert result.tokens_after <= 1_000
+    summary = messages[1]["content"]
+    assert MARKER.findall(summary) == [f"MARKER{n}" for n in range(times)]
+    assert all(size <= limit for size in summarizer.sizes)
+    assert result.summary_calls == summarizer.calls
+    if times > 1:
+        assert result.parts >= times
+
+
+def test_an_explicit_input_budget_needs_no_overflow_to_split() -> None:
+    summarizer = LimitedSummarizer(limit=10_000)
+    messages = session(parts=6, part_chars=6_000)
+    result = Compactor(summarizer, threshold=1_000, keep_recent=1_000,
+                       summary_input_tokens=2_000)(messages)
+    assert result.action is Action.FULL
+    assert result.summary_calls == summarizer.calls == result.parts  # no call overflowed
+    assert MARKER.findall(messages[1]["content"]) == [f"MARKER{n}" for n in range(6)]
+
+
+def test_a_source_within_the_budget_is_one_call_with_the_spec_prompt() -> None:
+    provider = RecordingProvider()
+    messages = session(parts=2, part_chars=500)
+    result = Compactor(provider, threshold=10)(messages)
+    assert result.summary_calls == 1 and result.parts == 1
+    assert len(provider.prompts) == 1
+    assert not provider.prompts[0][1]["content"].startswith("The first message")
+
+
+def test_one_message_over_the_budget_is_cut_with_a_visible_marker() -> None:
+    summarizer = LimitedSummarizer(limit=8_000)
+    huge = "HEAD " + "x" * 200_000 + " TAIL"
+    messages = [
+        {"role": "user", "content": "read the log"},
+        {"role": "assistant", "content": "reading"},
+        {"role": "user", "content": huge},
+        {"role": "assistant", "content": "that was long"},
+        {"role": "user", "content": "now?"},
+    ]
+    result = Compactor(summarizer, threshold=100, summary_input_tokens=1_500)(messages)
+    assert result.action is Action.FULL
+    assert all(size <= 8_000 for size in summarizer.sizes)
+
+
+def test_cut_text_keeps_head_and_tail_with_a_marker() -> None:
+    from bareagent_compact.summarize import cut_middle
+
+    text = "HEAD " + "x" * 10_000 + " TAIL"
+    cut = cut_middle(text, tokens=2_500, budget=250)
+    assert cut.startswith("HEAD ") and cut.endswith(" TAIL")
+    assert "characters cut here" in cut
+    assert len(cut) < 1_200
+
+
+def test_parts_never_split_a_tool_call_from_its_results() -> None:
+    messages = session(parts=4, part_chars=100)[1:-1]
+    for segment in segments(messages):
+        calls = {b["id"] for m in segment if isinstance(m["content"], list)
+                 for b in m["content"] if b["type"] == "tool_use"}
+        results = {b["tool_use_id"] for m in segment if isinstance(m["content"], list)
+                   for b in m["content"] if b["type"] == "tool_result"}
+        assert results <= calls
+
+
+class AlwaysFailing:
+    def __init__(self, until: int | None = None) -> None:
+        self.calls: list[int] = []
+        self.until = until
+        self.turn = 0
+
+    def __call__(self, prompt: list[dict[str, Any]]) -> str:
+        self.calls.append(self.turn)
+        if self.until is None or self.turn < self.until:
+            raise RuntimeError("HTTP 529 overloaded")
+        return "recovered summary"
+
+
+def over_threshold() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "task " * 400},
+        {"role": "assistant", "content": "working " * 400},
+        {"role": "user", "content": "next"},
+    ]
+
+
+def test_a_failing_summariser_is_called_at_most_35_times_in_1000_turns() -> None:
+    provider = AlwaysFailing()
+    compactor = Compactor(provider, threshold=100)
+    reasons = set()
+    for turn in range(1_000):
+        provider.turn = turn
+        messages = over_threshold()
+        result = compactor(messages)
+        reasons.add(result.reason)
+    assert len(provider.calls) == 35  # the bound stated in docs/how-it-works.md
+    assert reasons == {Reason.PROVIDER_RAISED, Reason.BACKING_OFF}
+    gaps = [b - a for a, b in zip(provider.calls, provider.calls[1:], strict=False)]
+    assert gaps[:6] == [2, 3, 5, 9, 17, 33] and set(gaps[5:]) == {BACKOFF_CAP + 1}
+
+
+def test_after_recovery_the_first_compaction_succeeds_within_the_back_off_cap() -> None:
+    provider = AlwaysFailing(until=500)
+    compactor = Compactor(provider, threshold=100)
+    first_success = None
+    for turn in range(1_000):
+        provider.turn = turn
+        if compactor(over_threshold()).action is Action.FULL:
+            first_success = turn
+            break
+    assert first_success is not None and 500 <= first_success <= 500 + BACKOFF_CAP
+
+
+def test_force_always_tries_and_growth_ends_the_back_off() -> None:
+    provider = AlwaysFailing()
+    compactor = Compactor(provider, threshold=100)
+    compactor(over_threshold())
+    compactor(over_threshold())  # call 2 would be skipped
+    assert len(provider.calls) == 1
+    assert compactor(over_threshold(), force=True).reason == Reason.PROVIDER_RAISED
+    assert len(provider.calls) == 2
+    bigger = over_threshold() * 3
+    assert compactor(bigger).reason == Reason.PROVIDER_RAISED  # grown 2x: tried at once
+    assert len(provider.calls) == 3
+
+
+def test_micro_compaction_still_runs_while_backing_off() -> None:
+    provider = AlwaysFailing()
+    compactor = Compactor(provider, threshold=10)
+    compactor(over_threshold())
+    messages = over_threshold()[:2]
+    for turn in range(5):
+        messages += tool_round(f"t{turn}", "bash", "out " * 20)
+    result = compactor(messages)
+    assert result.reason == Reason.BACKING_OFF and result.truncated == 2
+
+
+def test_reasons_are_stable_strings() -> None:
+    assert Reason.PROVIDER_RAISED == "provider raised"
+    assert str(Reason.BACKING_OFF) == "backing off after a failed summary"
+    assert {r.value for r in Reason} >= {
+        "provider raised", "unusable summary", "snapshot failed", "history cannot be encoded",
+        "nothing to summarise", "nothing new to summarise",
+    }
+
+
+def test_async_compactor_summarises_in_parts_too() -> None:
+    import asyncio
+
+    summarizer = LimitedSummarizer(limit=20_000)
+
+    async def provider(prompt: list[dict[str, Any]]) -> str:
+        return summarizer(prompt)
+
+    messages = session(parts=5, part_chars=18_000)
+    result = asyncio.run(AsyncCompactor(provider, threshold=1_000, keep_recent=1_000)(messages))
+    assert result.action is Action.FULL
+    assert MARKER.findall(messages[1]["content"]) == [f"MARKER{n}" for n in range(5)]
