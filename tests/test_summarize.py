@@ -3,6 +3,7 @@ retries, back-off after failures, and refused inflated summaries."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from bareagent_compact import Action, AsyncCompactor, Compactor, Reason
 from bareagent_compact.pipeline import BACKOFF_CAP
-from bareagent_compact.summarize import segments
+from bareagent_compact.summarize import cut_middle, segments
 from conftest import RecordingProvider, tool_round
 
 MARKER = re.compile(r"MARKER\d+")
@@ -110,8 +111,6 @@ def test_one_message_over_the_budget_is_cut_with_a_visible_marker() -> None:
 
 
 def test_cut_text_keeps_head_and_tail_with_a_marker() -> None:
-    from bareagent_compact.summarize import cut_middle
-
     text = "HEAD " + "x" * 10_000 + " TAIL"
     cut = cut_middle(text, tokens=2_500, budget=250)
     assert cut.startswith("HEAD ") and cut.endswith(" TAIL")
@@ -211,8 +210,6 @@ def test_reasons_are_stable_strings() -> None:
 
 
 def test_async_compactor_summarises_in_parts_too() -> None:
-    import asyncio
-
     summarizer = LimitedSummarizer(limit=20_000)
 
     async def provider(prompt: list[dict[str, Any]]) -> str:
