@@ -20,7 +20,7 @@ from bareagent_compact import (
     find_orphans,
     repair_tool_pairs,
 )
-from bareagent_compact.pipeline import paired_tail_start
+from bareagent_compact.split import paired_tail_start
 from conftest import RecordingProvider, tool_round
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from bareagent_compact.pipeline import (
     ArchiveRequest,
     CompactorBase,
+    HookRequest,
     Outcome,
     Request,
     SaveRequest,
@@ -45,14 +46,23 @@ class AsyncCompactor(CompactorBase):
         self._session_id = self._checked_session_id(session_id)
 
     async def __call__(
-        self, messages: MutableSequence[Any], force: bool = False
+        self,
+        messages: MutableSequence[Any],
+        force: bool = False,
+        *,
+        instructions: str | None = None,
     ) -> CompactionResult:
-        """Run one compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
+        """Run one compaction step on ``messages`` in place (SPEC 11.2 steps 1-8).
+
+        ``instructions`` is added to this call's summary request, after the
+        constructor's (``/compact focus on the failing test``).
+        """
         force = self._check_force(force)
+        instructions = self._check_instructions(instructions)
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            steps = self._steps(messages, force)
+            steps = self._steps(messages, force, instructions)
             try:
                 request = next(steps)
                 while True:
@@ -76,6 +86,12 @@ class AsyncCompactor(CompactorBase):
 
             outcomes = await asyncio.to_thread(archive_all)
             return [await self._archived(outcome) for outcome in outcomes]
+        if isinstance(request, HookRequest):
+            # Hooks are quick: a plain one runs on the loop, an async one is awaited.
+            outcome = _call(request.function, *request.args)
+            if outcome.error is None and inspect.isawaitable(outcome.value):
+                outcome = await _settle(outcome.value)
+            return outcome
         if isinstance(request, SaveRequest):
             assert self.transcript_mgr is not None
             return await _outcome(self.transcript_mgr.save, request.messages, request.session_id)

@@ -11,6 +11,7 @@ from typing import Any
 from bareagent_compact.pipeline import (
     ArchiveRequest,
     CompactorBase,
+    HookRequest,
     Outcome,
     Request,
     SaveRequest,
@@ -54,17 +55,34 @@ class Compactor(CompactorBase):
                 )
         self._lock = threading.RLock()
 
+    def undo(self, messages: MutableSequence[Any], result: CompactionResult) -> None:
+        """Put back the history the full compaction of ``result`` replaced (see
+        :meth:`CompactorBase.undo`); what was appended since is kept after it."""
+        with self._lock:
+            super().undo(messages, result)
+
     def set_session_id(self, session_id: str) -> None:
         """Rebind the session id (call it on ``/new`` and ``/resume``)."""
         checked = self._checked_session_id(session_id)
         with self._lock:
             self._session_id = checked
 
-    def __call__(self, messages: MutableSequence[Any], force: bool = False) -> CompactionResult:
-        """Run one compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
+    def __call__(
+        self,
+        messages: MutableSequence[Any],
+        force: bool = False,
+        *,
+        instructions: str | None = None,
+    ) -> CompactionResult:
+        """Run one compaction step on ``messages`` in place (SPEC 11.2 steps 1-8).
+
+        ``instructions`` is added to this call's summary request, after the
+        constructor's (``/compact focus on the failing test``).
+        """
         force = self._check_force(force)
+        instructions = self._check_instructions(instructions)
         with self._lock:
-            steps = self._steps(messages, force)
+            steps = self._steps(messages, force, instructions)
             try:
                 request = next(steps)
                 while True:
@@ -79,6 +97,8 @@ class Compactor(CompactorBase):
         """Answer one request of the compaction steps with plain calls."""
         if isinstance(request, ArchiveRequest):
             return [self._archive_one(record) for record in request.records]
+        if isinstance(request, HookRequest):
+            return _outcome(request.function, *request.args)
         if isinstance(request, SaveRequest):
             assert self.transcript_mgr is not None
             return _outcome(self.transcript_mgr.save, request.messages, request.session_id)

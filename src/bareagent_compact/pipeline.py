@@ -14,11 +14,12 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Generator, MutableSequence, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, NamedTuple, TypeAlias
 
 from bareagent_compact import dialects
 from bareagent_compact._json import json_copy
+from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS, extract, pinned_block
 from bareagent_compact.micro import (
     DEFAULT_KEEP_RECENT,
     Due,
@@ -32,21 +33,28 @@ from bareagent_compact.micro import (
 from bareagent_compact.pairs import find_orphans
 from bareagent_compact.plain import plain_messages
 from bareagent_compact.prompts import (
-    DEFAULT_ACKNOWLEDGEMENT,
-    DEFAULT_SUMMARY_PROMPT,
     DEFAULT_THRESHOLD,
+    LANGUAGES,
     SUMMARY_PREFIX,
 )
 from bareagent_compact.protocols import (
+    AfterCompactHook,
     ArchiveHook,
     ArchiveRecord,
+    BeforeCompactHook,
     Message,
     SummaryProvider,
     TokenCounter,
     TranscriptManager,
 )
-from bareagent_compact.result import Action, CompactionResult, Reason
+from bareagent_compact.result import Action, CompactionEvent, CompactionResult, Reason
 from bareagent_compact.serialize import _serialize
+from bareagent_compact.split import (
+    paired_tail_start,
+    pending_start,
+    trailing_calls_start,
+    verbatim_tail_start,
+)
 from bareagent_compact.summarize import (
     DEFAULT_SUMMARY_INPUT_TOKENS,
     MIN_BUDGET,
@@ -65,6 +73,14 @@ class ArchiveRequest(NamedTuple):
     records: list[ArchiveRecord]
 
 
+class HookRequest(NamedTuple):
+    """Call a ``before_compact`` or ``after_compact`` hook with ``args``; answer with
+    an :class:`Outcome` of what it returned."""
+
+    function: Callable[..., Any]
+    args: tuple[Any, ...]
+
+
 class SaveRequest(NamedTuple):
     """Save a snapshot; answer with an :class:`Outcome` (its value is ignored)."""
 
@@ -72,7 +88,7 @@ class SaveRequest(NamedTuple):
     session_id: str
 
 
-Request: TypeAlias = ArchiveRequest | SaveRequest | SummaryRequest
+Request: TypeAlias = ArchiveRequest | HookRequest | SaveRequest | SummaryRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,76 +150,6 @@ def _is_own_output(message: Message, acknowledgement: str) -> bool:
     )
 
 
-def pending_start(messages: Sequence[Message]) -> int:
-    """Where the pending turn begins: the last turn when the last message is user input
-    or a tool result (SPEC 11.2 step 3); ``len(messages)`` when nothing is pending.
-
-    A trailing run of Chat ``tool`` messages or Responses results is pending as a
-    whole, so fresh results reach the model before they are ever summarised.
-    """
-    if not messages:
-        return 0
-    last = len(messages) - 1
-    if dialects.kind(messages[last]) not in (
-        dialects.Kind.USER,
-        dialects.Kind.RESULTS,
-        dialects.Kind.RESULT,
-    ):
-        return len(messages)
-    return dialects.turn_start(messages, last)
-
-
-def paired_tail_start(head: Sequence[Message], pending: Sequence[Message]) -> int:
-    """Index in ``head`` from which messages stay verbatim so that every tool result
-    in the kept tail (pending turn included) keeps its tool call.
-
-    For each needed id the nearest earlier call counts (ids reused across turns
-    must not pull in the whole history); the tail grows back to the start of the
-    turn holding it, and on until nothing more is needed or can be found. Each
-    message is read a bounded number of times: linear in the history.
-    """
-    needed: set[str] = set()
-    for message in pending:
-        needed -= dialects.call_ids(message)
-        needed |= dialects.result_ids(message)
-    start = len(head)
-    index = start
-    while needed and index > 0:
-        index -= 1
-        message = head[index]
-        if dialects.is_system(message) or not (dialects.call_ids(message) & needed):
-            continue
-        new_start = dialects.turn_start(head, index)
-        for absorbed in range(start - 1, new_start - 1, -1):
-            message = head[absorbed]
-            if dialects.is_system(message):
-                continue
-            needed -= dialects.call_ids(message)
-            needed |= dialects.result_ids(message)
-        start = index = new_start
-    return start
-
-
-def _last_dialogue_index(messages: Sequence[Message]) -> int | None:
-    """Index of the last message that is not a system message, if any."""
-    for index in range(len(messages) - 1, -1, -1):
-        if not dialects.is_system(messages[index]):
-            return index
-    return None
-
-
-def trailing_calls_start(head: Sequence[Message]) -> int | None:
-    """Start of the last dialogue turn when it is an assistant turn making tool calls
-    whose results are still to come; ``None`` otherwise."""
-    last = _last_dialogue_index(head)
-    if last is None or dialects.kind(head[last]) is not dialects.Kind.ASSISTANT:
-        return None
-    start = dialects.turn_start(head, last)
-    if any(dialects.calls(head[index]) for index in range(start, last + 1)):
-        return start
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class Plan:
     """What a full compaction will do, decided before anything is sent.
@@ -251,6 +197,18 @@ GROWTH_RETRY: Final = 2
 """A history this many times larger than at the last failure is tried again at once."""
 
 
+def _check_int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+
+def _check_callable(name: str, value: object, *, optional: bool) -> None:
+    if (value is not None or not optional) and not callable(value):
+        raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+
+
 class CompactorBase:
     """The options, checks and compaction steps shared by both compactors.
 
@@ -265,40 +223,54 @@ class CompactorBase:
         session_id: str = "default",
         *,
         keep_recent: int = DEFAULT_KEEP_RECENT,
-        system_prompt: str = DEFAULT_SUMMARY_PROMPT,
-        acknowledgement: str = DEFAULT_ACKNOWLEDGEMENT,
+        system_prompt: str | None = None,
+        acknowledgement: str | None = None,
         token_counter: TokenCounter = estimate_tokens,
         keep_tool_pairs: bool = True,
         archive: ArchiveHook | None = None,
         require_snapshot: bool = True,
         summary_input_tokens: int = DEFAULT_SUMMARY_INPUT_TOKENS,
+        language: str = "zh",
+        instructions: str | None = None,
+        rolling_summaries: bool = True,
+        pin_facts: bool = False,
+        pin_facts_tokens: int = DEFAULT_PIN_FACTS_TOKENS,
+        keep_tail_tokens: int = 0,
+        before_compact: BeforeCompactHook | None = None,
+        after_compact: AfterCompactHook | None = None,
     ) -> None:
-        if not callable(provider):
-            raise TypeError(f"provider must be callable, got {type(provider).__name__}")
+        _check_callable("provider", provider, optional=False)
         if transcript_mgr is not None and not callable(getattr(transcript_mgr, "save", None)):
             raise TypeError(
                 "transcript_mgr must have a save(messages, session_id) method, got "
                 f"{type(transcript_mgr).__name__}"
             )
-        if isinstance(threshold, bool) or not isinstance(threshold, int):
-            raise TypeError(f"threshold must be an int, got {type(threshold).__name__}")
-        if threshold < 0:
-            raise ValueError(f"threshold must be >= 0, got {threshold}")
-        for name, text in (("system_prompt", system_prompt), ("acknowledgement", acknowledgement)):
+        if not isinstance(language, str) or language not in LANGUAGES:
+            raise ValueError(f"language must be one of {sorted(LANGUAGES)}, got {language!r}")
+        preset = LANGUAGES[language]
+        system_prompt = preset.summary_prompt if system_prompt is None else system_prompt
+        acknowledgement = preset.acknowledgement if acknowledgement is None else acknowledgement
+        for name, text in (
+            ("system_prompt", system_prompt),
+            ("acknowledgement", acknowledgement),
+            ("instructions", "" if instructions is None else instructions),
+        ):
             if not isinstance(text, str):
                 raise TypeError(f"{name} must be a str, got {type(text).__name__}")
-        if not callable(token_counter):
-            raise TypeError(f"token_counter must be callable, got {type(token_counter).__name__}")
-        if archive is not None and not callable(archive):
-            raise TypeError(f"archive must be callable, got {type(archive).__name__}")
-        if isinstance(summary_input_tokens, bool) or not isinstance(summary_input_tokens, int):
-            raise TypeError(
-                f"summary_input_tokens must be an int, got {type(summary_input_tokens).__name__}"
-            )
-        if summary_input_tokens < MIN_BUDGET:
-            raise ValueError(
-                f"summary_input_tokens must be >= {MIN_BUDGET}, got {summary_input_tokens}"
-            )
+        for name, number, minimum in (
+            ("threshold", threshold, 0),
+            ("summary_input_tokens", summary_input_tokens, MIN_BUDGET),
+            ("pin_facts_tokens", pin_facts_tokens, 0),
+            ("keep_tail_tokens", keep_tail_tokens, 0),
+        ):
+            _check_int(name, number, minimum)
+        _check_callable("token_counter", token_counter, optional=False)
+        for name, hook in (
+            ("archive", archive),
+            ("before_compact", before_compact),
+            ("after_compact", after_compact),
+        ):
+            _check_callable(name, hook, optional=True)
         self.provider = provider
         self.transcript_mgr = transcript_mgr
         self.threshold = threshold
@@ -310,6 +282,14 @@ class CompactorBase:
         self.archive = archive
         self.require_snapshot = bool(require_snapshot)
         self.summary_input_tokens = summary_input_tokens
+        self.language = language
+        self.instructions = instructions
+        self.rolling_summaries = bool(rolling_summaries)
+        self.pin_facts = bool(pin_facts)
+        self.pin_facts_tokens = pin_facts_tokens
+        self.keep_tail_tokens = keep_tail_tokens
+        self.before_compact = before_compact
+        self.after_compact = after_compact
         self._calls = 0  # calls of the compactor, for the failure back-off
         self._failures = 0  # full compactions failed in a row
         self._failed_tokens = 0
@@ -361,7 +341,15 @@ class CompactorBase:
         session_id = self._session_id
         return [{**due.record, "session_id": session_id} for due in planned]
 
-    def _steps(self, messages: MutableSequence[Any], force: bool) -> Steps:
+    @staticmethod
+    def _check_instructions(instructions: object) -> str | None:
+        if instructions is not None and not isinstance(instructions, str):
+            raise TypeError(f"instructions must be a str, got {type(instructions).__name__}")
+        return instructions
+
+    def _steps(
+        self, messages: MutableSequence[Any], force: bool, instructions: str | None = None
+    ) -> Steps:
         """One compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
         validate_messages(messages, objects=True)
 
@@ -380,22 +368,48 @@ class CompactorBase:
             undo = apply_micro(planned, keep)
         truncated = len(undo)
         try:
-            return (yield from self._full(messages, force, truncated))
+            return (yield from self._full(messages, force, truncated, instructions))
         except GeneratorExit:
             # The driver gave up (cancelled or interrupted) during a request: the
             # history goes back exactly as it was.
             undo_micro(undo)
             raise
 
-    def _full(self, messages: MutableSequence[Any], force: bool, truncated: int) -> Steps:
+    def _full(
+        self,
+        messages: MutableSequence[Any],
+        force: bool,
+        truncated: int,
+        instructions: str | None,
+    ) -> Steps:
         tokens = self._count(messages)
         self._calls += 1
         plan = self._plan(messages, force, tokens, truncated)
         if isinstance(plan, CompactionResult):
             return plan
+        quiet = Action.MICRO if truncated else Action.NONE
         if not force and self._backing_off(tokens):
-            quiet = Action.MICRO if truncated else Action.NONE
             return CompactionResult(quiet, tokens, tokens, truncated, reason=Reason.BACKING_OFF)
+        texts = [t for t in (self.instructions, instructions) if t]
+        if self.before_compact is not None:
+            event = CompactionEvent(
+                trigger="manual" if force else "auto",
+                tokens=tokens,
+                threshold=self.threshold,
+                source_messages=len(plan.source),
+                source_tokens=self._count(plan.source),
+                session_id=self._session_id,
+            )
+            verdict: Outcome = yield HookRequest(self.before_compact, (event,))
+            if verdict.error is not None:
+                logger.warning("before_compact hook failed; ignored", exc_info=verdict.error)
+            elif verdict.value is False:
+                return CompactionResult(
+                    quiet, tokens, tokens, truncated, reason=Reason.SKIPPED_BY_HOOK
+                )
+            elif isinstance(verdict.value, str) and verdict.value:
+                texts.append(verdict.value)
+        plan = self._with_instructions(plan, texts)
 
         # Step 5: snapshot before anything is sent or changed.
         snapshot_saved = False
@@ -417,7 +431,8 @@ class CompactorBase:
         done = yield from summarise(
             plan.source,
             plan.prompt,
-            system_prompt=self.system_prompt,
+            system_prompt=plan.prompt[0]["content"],
+            lead_in=LANGUAGES[self.language].rolling_lead_in,
             budget=self.summary_input_tokens,
             count=self._count_list,
             read=_read_summary,
@@ -426,27 +441,96 @@ class CompactorBase:
         summary = done.text
         if summary is None:
             reason = done.reason or Reason.UNUSABLE_SUMMARY
-            return self._failure(tokens, truncated, snapshot_saved, reason, **extra)
-        if self._inflated(plan, summary, force):
-            return self._failure(
+            result = self._failure(tokens, truncated, snapshot_saved, reason, **extra)
+        elif self._inflated(plan, summary, force):
+            result = self._failure(
                 tokens, truncated, snapshot_saved, Reason.INFLATED_SUMMARY, **extra
             )
+        else:
+            # Step 8: rebuild in place.
+            summary = summary + self._pinned(plan, summary)
+            rebuilt = self._rebuild(messages, plan, summary)
+            if rebuilt is None:
+                result = self._failure(
+                    tokens, truncated, snapshot_saved, Reason.HISTORY_CHANGED, **extra
+                )
+            else:
+                self._failures = 0
+                # Nothing below may raise: the summary is in hand and the history rebuilt.
+                after = self._count(messages)
+                try:
+                    self._warn_about(messages, plan, tokens, after)
+                except Exception:  # a malformed block must not turn success into an exception
+                    logger.warning("could not check the rebuilt history", exc_info=True)
+                result = CompactionResult(
+                    Action.FULL,
+                    tokens,
+                    after,
+                    truncated,
+                    snapshot_saved,
+                    None,
+                    summary_calls=done.calls,
+                    parts=done.parts,
+                    replaced=tuple(plan.snapshot),
+                    rebuilt=tuple(rebuilt),
+                )
+        if self.after_compact is not None:
+            shown = summary if result.action is Action.FULL else None
+            done_hook: Outcome = yield HookRequest(self.after_compact, (result, shown))
+            if done_hook.error is not None:
+                logger.warning("after_compact hook failed; ignored", exc_info=done_hook.error)
+        return result
 
-        # Step 8: rebuild in place.
-        if not self._rebuild(messages, plan, summary):
-            return self._failure(
-                tokens, truncated, snapshot_saved, Reason.HISTORY_CHANGED, **extra
-            )
-        self._failures = 0
-        # Nothing below may raise: the summary is in hand and the history rebuilt.
-        after = self._count(messages)
+    def _with_instructions(self, plan: Plan, texts: list[str]) -> Plan:
+        """The plan whose summary prompt carries the focus instructions, if any."""
+        if not texts:
+            return plan
+        heading = LANGUAGES[self.language].instructions_heading
+        system = plan.prompt[0]["content"] + "\n\n" + heading + "\n".join(texts)
+        prompt = [{"role": "system", "content": system}, plan.prompt[1]]
+        return replace(plan, prompt=prompt)
+
+    def _pinned(self, plan: Plan, summary: str) -> str:
+        """The pinned-facts block to append to the summary (``pin_facts=True``)."""
+        if not self.pin_facts or not self.pin_facts_tokens:
+            return ""
         try:
-            self._warn_about(messages, plan, tokens, after)
-        except Exception:  # a malformed block must not turn success into an exception
-            logger.warning("could not check the rebuilt history", exc_info=True)
-        return CompactionResult(
-            Action.FULL, tokens, after, truncated, snapshot_saved, None, **extra
-        )
+            facts = extract(plan.source)
+            return pinned_block(
+                facts,
+                summary,
+                self.pin_facts_tokens,
+                lambda text: self._count([{"role": "user", "content": text}]),
+            )
+        except Exception:  # the summary is in hand: facts are a bonus, never a failure
+            logger.warning("pinning facts failed; the summary is kept without them", exc_info=True)
+            return ""
+
+    def undo(self, messages: MutableSequence[Any], result: CompactionResult) -> None:
+        """Put back the history a full compaction replaced, in place.
+
+        ``result`` is the ``CompactionResult`` of that compaction. The messages
+        appended since it (or while it ran) are kept after the restored history.
+        Raises ``ValueError`` when ``result`` is not a full compaction or the
+        history has changed since other than by appending (for example by a
+        later full compaction), and ``TypeError`` for arguments of the wrong type.
+        """
+        if not isinstance(result, CompactionResult):
+            raise TypeError(f"result must be a CompactionResult, got {type(result).__name__}")
+        if not isinstance(messages, MutableSequence):
+            raise TypeError(f"messages must be a list, got {type(messages).__name__}")
+        if result.action is not Action.FULL or not result.rebuilt:
+            raise ValueError("only the result of a full compaction can be undone")
+        rebuilt = result.rebuilt
+        current = list(messages)
+        if len(current) < len(rebuilt) or any(
+            now is not then for now, then in zip(current, rebuilt, strict=False)
+        ):
+            raise ValueError(
+                "the history has changed since that compaction other than by appending; "
+                "it cannot be undone"
+            )
+        _replace_all(messages, [*result.replaced, *current[len(rebuilt) :]])
 
     def _count_list(self, messages: list[Message]) -> int:
         return self._count(messages)
@@ -483,13 +567,22 @@ class CompactorBase:
         return tokens < GROWTH_RETRY * self._failed_tokens
 
     def _failure(
-        self, tokens: int, truncated: int, saved: bool, reason: Reason, **extra: int
+        self,
+        tokens: int,
+        truncated: int,
+        saved: bool,
+        reason: Reason,
+        *,
+        summary_calls: int = 0,
+        parts: int = 0,
     ) -> CompactionResult:
         """A failed full compaction, which also starts (or extends) the back-off."""
         self._failures += 1
         self._failed_tokens = tokens
         self._retry_at = self._calls + min(2 ** (self._failures - 1), BACKOFF_CAP) + 1
-        return CompactionResult(Action.FAILED, tokens, tokens, truncated, saved, reason, **extra)
+        return CompactionResult(
+            Action.FAILED, tokens, tokens, truncated, saved, reason, summary_calls, parts
+        )
 
     def _plan(
         self, messages: MutableSequence[Any], force: bool, tokens: int, truncated: int
@@ -505,6 +598,10 @@ class CompactorBase:
         head_end = pending_start(snapshot)
         head = snapshot[:head_end]
         start = self._kept_tail_start(head, snapshot[head_end:])
+        if self.keep_tail_tokens:
+            start = verbatim_tail_start(
+                head, start, self.keep_tail_tokens, lambda m: self._count([m])
+            )
 
         # Step 4: the summary source excludes system messages.
         source = [m for m in head[:start] if not dialects.is_system(m)]
@@ -526,23 +623,30 @@ class CompactorBase:
         # sent, so that an unencodable history fails before any side effect.
         try:
             systems = [json_copy(m) for m in head if dialects.is_system(m)]
+            transcript = _serialize(source)
+            if self.rolling_summaries and _is_own_output(source[0], self.acknowledgement):
+                # A previous summary opens the source: say so (the lead-in line).
+                transcript = LANGUAGES[self.language].rolling_lead_in + transcript
             prompt: list[Message] = [
                 {"role": "system", "content": self.system_prompt},
-                {"role": "user", "content": _serialize(source)},
+                {"role": "user", "content": transcript},
             ]
         except ValueError:
             logger.warning("compaction skipped: history cannot be encoded", exc_info=True)
             return self._failure(tokens, truncated, False, Reason.NOT_ENCODABLE)
         return Plan(snapshot, head_end, start, systems, source, prompt)
 
-    def _rebuild(self, messages: MutableSequence[Any], plan: Plan, summary: str) -> bool:
+    def _rebuild(
+        self, messages: MutableSequence[Any], plan: Plan, summary: str
+    ) -> list[Message] | None:
         """Step 8, in place: systems, summary, acknowledgement (unless a kept assistant
         turn follows), kept tail, pending turn, and whatever arrived meanwhile.
 
         Messages appended while the summary was made (by another thread or task,
         or the provider itself) are kept after the pending turn, and system
-        messages are copied as they are now. If the list was changed other than
-        by appending, nothing is rebuilt (``False``).
+        messages are copied as they are now. Returns the rebuilt messages (without
+        those that arrived); ``None``, with nothing rebuilt, if the list was
+        changed other than by appending.
         """
         snapshot = plan.snapshot
         current = list(messages)
@@ -553,7 +657,7 @@ class CompactorBase:
                 "the history was changed other than by appending while the summary was "
                 "made; history left as it is"
             )
-            return False
+            return None
         head = snapshot[: plan.head_end]
         systems = plan.systems
         try:
@@ -570,9 +674,8 @@ class CompactorBase:
             rebuilt.append({"role": "assistant", "content": self.acknowledgement})
         rebuilt += kept
         rebuilt += snapshot[plan.head_end :]
-        rebuilt += current[len(snapshot) :]
-        _replace_all(messages, rebuilt)
-        return True
+        _replace_all(messages, [*rebuilt, *current[len(snapshot) :]])
+        return rebuilt
 
     def _kept_tail_start(self, head: list[Message], pending: list[Message]) -> int:
         """Where the messages kept verbatim besides the pending turn begin in ``head``.

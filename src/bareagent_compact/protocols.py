@@ -58,3 +58,11 @@ Keys: ``tool_use_id`` (``str | None``), ``tool_name`` (``str``), ``content``
 
 ArchiveHook: TypeAlias = Callable[[ArchiveRecord], object]
 """Called with each tool result micro-compaction is about to truncate."""
+
+BeforeCompactHook: TypeAlias = Callable[[Any], object]
+"""Called with a :class:`~bareagent_compact.CompactionEvent` before a full compaction;
+``False`` skips it, a ``str`` is added to the summary instructions."""
+
+AfterCompactHook: TypeAlias = Callable[[Any, "str | None"], object]
+"""Called with the :class:`~bareagent_compact.CompactionResult` and the summary
+(``None`` when it failed) after every full compaction attempt."""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 
 class Action(str, enum.Enum):
@@ -47,9 +48,27 @@ class Reason(str, enum.Enum):
     """Only system messages, the pending turn and kept tool calls are left."""
     NOTHING_NEW = "nothing new to summarise"
     """Only the previous summary is left to summarise (not forced)."""
+    SKIPPED_BY_HOOK = "skipped by before_compact"
+    """The ``before_compact`` hook returned ``False``."""
 
     def __str__(self) -> str:
         return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionEvent:
+    """What a full compaction is about to do: what ``before_compact`` receives."""
+
+    trigger: Literal["auto", "manual"]
+    """``"manual"`` for ``force=True`` (``/compact``), ``"auto"`` past the threshold."""
+    tokens: int
+    """The history's count (the number compared with the threshold)."""
+    threshold: int
+    source_messages: int
+    """How many messages are about to be summarised."""
+    source_tokens: int
+    """Their count."""
+    session_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +91,12 @@ class CompactionResult:
     reason: Reason | None = None
     summary_calls: int = 0
     parts: int = 0
+    replaced: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    """A full compaction's whole history before the rebuild (the same message
+    objects, not copies), for :meth:`Compactor.undo`; empty otherwise."""
+    rebuilt: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    """The history the rebuild made, before any message that arrived during the
+    summary (the same objects), for ``undo``."""
 
     @property
     def compacted(self) -> bool:

@@ -43,11 +43,6 @@ MAX_HALVINGS: Final = 6
 MIN_BUDGET: Final = 256
 """A budget is never halved below this."""
 
-PART_LEAD_IN: Final = (
-    "The first message below is the summary of the earlier part of this conversation; "
-    "carry over everything in it that is still relevant, then add the part that follows it.\n\n"
-)
-"""Put before the transcript of every part after the first."""
 
 
 class SummaryRequest(NamedTuple):
@@ -142,6 +137,7 @@ def summarise(
     spec_prompt: list[Message],
     *,
     system_prompt: str,
+    lead_in: str,
     budget: int,
     count: Counter,
     read: Reader,
@@ -160,7 +156,7 @@ def summarise(
                 continue
             text, reason = read(answer)
             return Summarised(text, reason, calls, 1)
-        done = yield from _in_parts(source, _Budgeted(system_prompt, count, budget), read)
+        done = yield from _in_parts(source, _Budgeted(system_prompt, count, budget), lead_in, read)
         calls += done.calls
         if done.reason is Reason.CONTEXT_OVERFLOW and budget // 2 >= MIN_BUDGET:
             budget //= 2
@@ -177,12 +173,12 @@ def _overflowed(answer: Any) -> bool:
 
 
 def _in_parts(
-    source: Sequence[Message], prompts: _Budgeted, read: Reader
+    source: Sequence[Message], prompts: _Budgeted, lead_in: str, read: Reader
 ) -> Generator[SummaryRequest, Any, Summarised]:
     budget = prompts.budget
     pieces = [_serialize(segment) for segment in segments(source)]
     # The running summary takes at most a quarter of the room; the parts the rest.
-    room = max(1, budget - prompts.fixed - prompts.size(PART_LEAD_IN))
+    room = max(1, budget - prompts.fixed - prompts.size(lead_in))
     part_room = max(1, room - room // 4)
     sizes = [prompts.size(piece) for piece in pieces]
     groups = list(_parts(pieces, sizes, part_room))
@@ -194,7 +190,7 @@ def _in_parts(
             body = prompts.fit(text, room)
         else:
             previous = prompts.fit(f"[user]\n{SUMMARY_PREFIX}{running}", room // 4)
-            body = PART_LEAD_IN + previous + "\n\n" + prompts.fit(text, part_room)
+            body = lead_in + previous + "\n\n" + prompts.fit(text, part_room)
         logger.info("summarising part %d of %d", number, len(groups))
         answer = yield SummaryRequest(prompts.prompt(body))
         calls += 1
