@@ -13,15 +13,17 @@ from bareagent_compact.prompts import (
     SUMMARY_PREFIX,
 )
 from bareagent_compact.protocols import (
+    AfterCompactHook,
     ArchiveHook,
     ArchiveRecord,
+    BeforeCompactHook,
     HasText,
     Message,
     SummaryProvider,
     TokenCounter,
     TranscriptManager,
 )
-from bareagent_compact.result import Action, CompactionResult, Reason
+from bareagent_compact.result import Action, CompactionEvent, CompactionResult, Reason
 from bareagent_compact.serialize import _serialize
 from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.transcripts import JsonlTranscriptManager, Snapshot
@@ -30,9 +32,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Action",
+    "AfterCompactHook",
     "ArchiveHook",
     "ArchiveRecord",
     "AsyncCompactor",
+    "BeforeCompactHook",
+    "CompactionEvent",
     "CompactionResult",
     "Compactor",
     "DEFAULT_ACKNOWLEDGEMENT",

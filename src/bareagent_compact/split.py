@@ -89,12 +89,15 @@ def verbatim_tail_start(
     The tail is cut at a safe point only: the start of a turn that is not tool
     results, so a call never loses its results; among the safe points within the
     budget the earliest one that opens a user text turn is preferred, else the
-    earliest safe point. ``start`` itself when nothing more fits.
+    earliest safe point. The first dialogue turn is never taken into the tail, so
+    there is always something left to summarise. ``start`` itself when nothing
+    more fits.
     """
+    first = next((i for i, m in enumerate(head) if not dialects.is_system(m)), len(head))
     used = 0
     best_any = best_user = start
     index = start
-    while index > 0:
+    while index > first + 1:
         index -= 1
         message = head[index]
         if dialects.is_system(message):

@@ -1,0 +1,298 @@
+"""What survives a compaction: focus instructions, rolling summaries, pinned facts, a
+verbatim tail, language presets, hooks and undo."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from typing import Any
+
+import pytest
+
+from bareagent_compact import (
+    Action,
+    AsyncCompactor,
+    CompactionEvent,
+    Compactor,
+    OfflineSummarizer,
+    Reason,
+    find_orphans,
+)
+from bareagent_compact.facts import PINNED_HEADING, extract
+from bareagent_compact.prompts import (
+    DEFAULT_ACKNOWLEDGEMENT,
+    DEFAULT_SUMMARY_PROMPT,
+    ENGLISH_ACKNOWLEDGEMENT,
+    ENGLISH_ROLLING_LEAD_IN,
+    ENGLISH_SUMMARY_PROMPT,
+)
+from conftest import RecordingProvider, tool_round
+
+
+def history(rounds: int = 4) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "Fix the failing test in tests/test_config.py please."},
+    ]
+    for turn in range(rounds):
+        messages += tool_round(f"t{turn}", "bash", f"output {turn}\n" * 30)
+        messages.append({"role": "assistant", "content": f"step {turn} done"})
+        messages.append({"role": "user", "content": f"go on {turn}"})
+    return messages
+
+
+# Focus instructions.
+def test_per_call_instructions_follow_the_constructor_ones_in_the_summary_prompt() -> None:
+    provider = RecordingProvider()
+    compactor = Compactor(provider, instructions="Keep every file path.")
+    compactor(history(), force=True, instructions="Focus on the failing test.")
+    system = provider.prompts[0][0]["content"]
+    assert system.startswith(DEFAULT_SUMMARY_PROMPT)
+    assert system.index("Keep every file path.") < system.index("Focus on the failing test.")
+    compactor(history(), force=True)
+    assert "Focus on the failing test." not in provider.prompts[1][0]["content"]
+
+
+def test_without_instructions_the_prompt_is_the_spec_prompt() -> None:
+    provider = RecordingProvider()
+    Compactor(provider)(history(), force=True)
+    assert provider.prompts[0][0]["content"] == DEFAULT_SUMMARY_PROMPT
+
+
+def test_instructions_must_be_a_string() -> None:
+    with pytest.raises(TypeError, match="instructions must be a str"):
+        Compactor(RecordingProvider())(history(), instructions=3)  # type: ignore[arg-type]
+
+
+# Rolling summaries.
+def test_a_previous_summary_opening_the_source_is_announced_by_a_lead_in() -> None:
+    provider = RecordingProvider()
+    compactor = Compactor(provider, language="en")
+    messages = history()
+    compactor(messages, force=True)
+    messages += history()[2:]
+    compactor(messages, force=True)
+    first, second = (p[1]["content"] for p in provider.prompts)
+    assert not first.startswith(ENGLISH_ROLLING_LEAD_IN)
+    assert second.startswith(ENGLISH_ROLLING_LEAD_IN)
+    assert second[len(ENGLISH_ROLLING_LEAD_IN):].startswith("[user]\n[Context Compressed]")
+
+
+def test_rolling_summaries_can_be_switched_off() -> None:
+    provider = RecordingProvider()
+    compactor = Compactor(provider, rolling_summaries=False)
+    messages = history()
+    compactor(messages, force=True)
+    messages += history()[2:]
+    compactor(messages, force=True)
+    assert provider.prompts[1][1]["content"].startswith("[user]\n[Context Compressed]")
+
+
+# Pinned facts.
+def test_pinned_facts_keep_paths_urls_errors_and_the_last_request() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Deploy from https://example.com/repo.git and check src/app/main.py"},
+    ]
+    messages += tool_round("a", "bash", "Traceback (most recent call last):\nValueError: bad port\n")
+    messages += [
+        {"role": "assistant", "content": "Looking at /etc/app/config.toml next."},
+        {"role": "user", "content": "Also keep the retry logic in lib/retry.py"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "next"},
+    ]
+    compactor = Compactor(RecordingProvider("A vague summary."), pin_facts=True)
+    compactor(messages, force=True)
+    summary = messages[0]["content"]
+    assert PINNED_HEADING in summary
+    for fact in ("https://example.com/repo.git", "src/app/main.py", "/etc/app/config.toml",
+                 "lib/retry.py", "ValueError: bad port",
+                 "Last user request: Also keep the retry logic in lib/retry.py"):
+        assert fact in summary, fact
+
+
+def test_pinned_facts_skip_what_the_summary_has_and_stay_within_their_budget() -> None:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "start"}]
+    for n in range(300):
+        messages.append({"role": "assistant", "content": f"see pkg/module_{n}/file_{n}.py"})
+        messages.append({"role": "user", "content": "ok"})
+    messages.append({"role": "user", "content": "done?"})
+    compactor = Compactor(
+        RecordingProvider("Touched pkg/module_299/file_299.py."), pin_facts=True,
+        pin_facts_tokens=200,
+    )
+    compactor(messages, force=True)
+    summary = messages[0]["content"]
+    block = summary[summary.index(PINNED_HEADING):]
+    assert "pkg/module_299/file_299.py" not in block  # already in the summary
+    assert "pkg/module_298/file_298.py" in block  # newest first
+    assert "pkg/module_0/file_0.py" not in block
+    from bareagent_compact import estimate_tokens
+    assert estimate_tokens([{"role": "user", "content": block}]) <= 210
+
+
+def test_without_pin_facts_the_summary_is_the_providers_text() -> None:
+    messages = history()
+    Compactor(RecordingProvider("S"))(messages, force=True)
+    assert messages[1]["content"] == "[Context Compressed]\nS"
+
+
+def test_facts_extraction_reads_every_dialect_alike() -> None:
+    from converters import to_chat, to_responses
+    messages = history()
+    assert extract(to_chat(messages)) == extract(messages) == extract(to_responses(messages))
+
+
+# Verbatim tail.
+def test_a_verbatim_tail_keeps_the_newest_dialogue_and_starts_at_a_user_turn() -> None:
+    messages = history(rounds=6)
+    provider = RecordingProvider()
+    compactor = Compactor(provider, keep_tail_tokens=300)
+    original = list(messages)
+    compactor(messages, force=True)
+    kept = messages[3:]  # after system, summary, acknowledgement
+    assert messages[2]["content"] == DEFAULT_ACKNOWLEDGEMENT
+    assert kept and kept[0]["role"] == "user" and isinstance(kept[0]["content"], str)
+    assert all(any(m is o for o in original) for m in kept)  # verbatim, the same objects
+    assert find_orphans(messages) == []
+    transcript = provider.prompts[0][1]["content"]
+    assert kept[0]["content"] not in transcript  # the summary covers only what came before
+
+
+def test_a_verbatim_tail_never_separates_a_call_from_its_results() -> None:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for turn in range(8):
+        messages += tool_round(f"t{turn}", "bash", "x" * 200)
+    for budget in (10, 60, 120, 400, 900):
+        trial = copy.deepcopy(messages)
+        Compactor(RecordingProvider(), keep_tail_tokens=budget)(trial, force=True)
+        assert find_orphans(trial) == [], budget
+
+
+# Language presets.
+def test_language_en_uses_the_english_prompt_and_acknowledgement() -> None:
+    provider = RecordingProvider()
+    messages = history()
+    messages.append({"role": "assistant", "content": "ok"})
+    messages.append({"role": "user", "content": "next"})
+    Compactor(provider, language="en")(messages, force=True)
+    assert provider.prompts[0][0]["content"] == ENGLISH_SUMMARY_PROMPT
+    assert messages[2] == {"role": "assistant", "content": ENGLISH_ACKNOWLEDGEMENT}
+    for section in ("goal", "work done", "constraints", "file paths", "next steps"):
+        assert section in ENGLISH_SUMMARY_PROMPT
+
+
+def test_explicit_texts_win_over_the_language_preset() -> None:
+    provider = RecordingProvider()
+    Compactor(provider, language="en", system_prompt="mine")(history(), force=True)
+    assert provider.prompts[0][0]["content"] == "mine"
+
+
+# Hooks.
+def test_before_compact_sees_the_event_and_may_skip() -> None:
+    events: list[CompactionEvent] = []
+
+    def before(event: CompactionEvent) -> bool:
+        events.append(event)
+        return False
+
+    provider = RecordingProvider()
+    messages = history()
+    compactor = Compactor(provider, before_compact=before, session_id="s1")
+    before_list = copy.deepcopy(messages)
+    Compactor(RecordingProvider(), threshold=10**9)(before_list)  # micro-compaction only
+    result = compactor(messages, force=True)
+    assert result.reason == Reason.SKIPPED_BY_HOOK and provider.prompts == []
+    assert messages == before_list
+    assert events[0].trigger == "manual" and events[0].session_id == "s1"
+    assert events[0].source_messages > 0 and events[0].source_tokens > 0
+
+
+def test_before_compact_may_add_instructions_and_after_compact_sees_the_summary() -> None:
+    seen: list[tuple[Any, Any]] = []
+    provider = RecordingProvider("S")
+    compactor = Compactor(
+        provider,
+        before_compact=lambda event: "Mention the config file.",
+        after_compact=lambda result, summary: seen.append((result.action, summary)),
+    )
+    compactor(history(), force=True)
+    assert provider.prompts[0][0]["content"].endswith("Mention the config file.")
+    assert seen == [(Action.FULL, "S")]
+
+
+def test_hooks_that_raise_are_logged_and_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    def broken(*args: Any) -> None:
+        raise RuntimeError("hook bug")
+
+    messages = history()
+    with caplog.at_level(logging.WARNING):
+        result = Compactor(RecordingProvider(), before_compact=broken, after_compact=broken)(
+            messages, force=True
+        )
+    assert result.action is Action.FULL
+    assert sum("hook failed" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_async_hooks_are_awaited_by_the_async_compactor() -> None:
+    seen: list[str] = []
+
+    async def before(event: CompactionEvent) -> str:
+        seen.append(event.trigger)
+        return "async focus"
+
+    async def after(result: Any, summary: str | None) -> None:
+        seen.append(summary or "")
+
+    provider = RecordingProvider("S")
+    compactor = AsyncCompactor(provider, before_compact=before, after_compact=after)
+    asyncio.run(compactor(history(), force=True))
+    assert seen == ["manual", "S"]
+    assert provider.prompts[0][0]["content"].endswith("async focus")
+
+
+# Undo.
+def test_undo_restores_the_history_and_keeps_what_was_appended_since() -> None:
+    messages = history()
+    original = list(messages)
+    compactor = Compactor(RecordingProvider())
+    result = compactor(messages, force=True)
+    assert result.replaced == tuple(original)
+    assert all(a is b for a, b in zip(result.replaced, original, strict=True))
+    later = {"role": "assistant", "content": "after the summary"}
+    messages.append(later)
+    compactor.undo(messages, result)
+    assert messages[:-1] == original and all(
+        a is b for a, b in zip(messages, original, strict=False)
+    )
+    assert messages[-1] is later
+
+
+def test_undo_refuses_a_history_changed_by_a_later_compaction() -> None:
+    messages = history()
+    compactor = Compactor(RecordingProvider())
+    first = compactor(messages, force=True)
+    messages += history()[2:]
+    compactor(messages, force=True)
+    with pytest.raises(ValueError, match="cannot be undone"):
+        compactor.undo(messages, first)
+    with pytest.raises(ValueError, match="full compaction"):
+        compactor.undo(messages, compactor(messages))
+
+
+def test_offline_summarizer_with_pinned_facts_keeps_more_of_the_source() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Migrate docs/guide.md and fetch https://example.org/spec"},
+    ]
+    for n in range(40):
+        messages += tool_round(f"t{n}", "bash", f"wrote build/out_{n}.o\nerror: undefined x{n}\n")
+    messages.append({"role": "user", "content": "status?"})
+    facts = extract(messages[:-1])
+    wanted = [*facts.paths, *facts.urls, *facts.errors]
+    kept = {}
+    for pin in (False, True):
+        trial = copy.deepcopy(messages)
+        Compactor(OfflineSummarizer(), pin_facts=pin, keep_recent=1000)(trial, force=True)
+        text = "\n".join(str(m.get("content")) for m in trial)
+        kept[pin] = sum(fact in text for fact in wanted) / len(wanted)
+    assert kept[True] > kept[False]
