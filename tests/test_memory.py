@@ -17,6 +17,7 @@ from bareagent_compact import (
     Compactor,
     OfflineSummarizer,
     Reason,
+    estimate_tokens,
     find_orphans,
 )
 from bareagent_compact.facts import PINNED_HEADING, extract
@@ -28,6 +29,7 @@ from bareagent_compact.prompts import (
     ENGLISH_SUMMARY_PROMPT,
 )
 from conftest import RecordingProvider, tool_round
+from converters import to_chat, to_responses
 
 
 def history(rounds: int = 4) -> list[dict[str, Any]]:
@@ -92,9 +94,13 @@ def test_rolling_summaries_can_be_switched_off() -> None:
 # Pinned facts.
 def test_pinned_facts_keep_paths_urls_errors_and_the_last_request() -> None:
     messages: list[dict[str, Any]] = [
-        {"role": "user", "content": "Deploy from https://example.com/repo.git and check src/app/main.py"},
+        {
+            "role": "user",
+            "content": "Deploy from https://example.com/repo.git and check src/app/main.py",
+        },
     ]
-    messages += tool_round("a", "bash", "Traceback (most recent call last):\nValueError: bad port\n")
+    trace = "Traceback (most recent call last):\nValueError: bad port\n"
+    messages += tool_round("a", "bash", trace)
     messages += [
         {"role": "assistant", "content": "Looking at /etc/app/config.toml next."},
         {"role": "user", "content": "Also keep the retry logic in lib/retry.py"},
@@ -127,7 +133,6 @@ def test_pinned_facts_skip_what_the_summary_has_and_stay_within_their_budget() -
     assert "pkg/module_299/file_299.py" not in block  # already in the summary
     assert "pkg/module_298/file_298.py" in block  # newest first
     assert "pkg/module_0/file_0.py" not in block
-    from bareagent_compact import estimate_tokens
     assert estimate_tokens([{"role": "user", "content": block}]) <= 210
 
 
@@ -138,7 +143,6 @@ def test_without_pin_facts_the_summary_is_the_providers_text() -> None:
 
 
 def test_facts_extraction_reads_every_dialect_alike() -> None:
-    from converters import to_chat, to_responses
     messages = history()
     assert extract(to_chat(messages)) == extract(messages) == extract(to_responses(messages))
 
