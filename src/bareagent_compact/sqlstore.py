@@ -81,8 +81,7 @@ _SCHEMA: Final = (
     " size_bytes BIGINT NOT NULL,"
     " body TEXT NOT NULL,"
     " PRIMARY KEY (session_id, seq))",
-    "CREATE INDEX IF NOT EXISTS bareagent_snapshots_saved_at"
-    " ON bareagent_snapshots (saved_at)",
+    "CREATE INDEX IF NOT EXISTS bareagent_snapshots_saved_at ON bareagent_snapshots (saved_at)",
     "CREATE TABLE IF NOT EXISTS bareagent_archive ("
     " session_id VARCHAR(255) NOT NULL,"
     " seq BIGINT NOT NULL,"
