@@ -1,0 +1,179 @@
+"""What fills a history: estimated tokens by role, by tool, and the largest messages.
+
+Works on the three message shapes: Anthropic (``tool_use`` / ``tool_result``
+blocks), OpenAI Chat (``tool_calls`` and ``role: "tool"`` messages) and OpenAI
+Responses (``function_call`` / ``function_call_output`` items).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from bareagent_compact.protocols import Message
+from bareagent_compact.tokens import estimate_tokens
+
+__all__ = ["Breakdown", "MessageSize", "RoleSize", "ToolSize", "breakdown", "message_label"]
+
+UNKNOWN_TOOL: Final = "unknown"
+LARGEST: Final = 10
+
+
+@dataclass(slots=True)
+class RoleSize:
+    """The messages of one role (or item type) and their estimated tokens."""
+
+    messages: int = 0
+    tokens: int = 0
+
+
+@dataclass(slots=True)
+class ToolSize:
+    """One tool: how often it was called, how many results came back, their tokens."""
+
+    calls: int = 0
+    results: int = 0
+    call_tokens: int = 0
+    result_tokens: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.call_tokens + self.result_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class MessageSize:
+    """One message: where it is, who wrote it, how large it is, how it begins."""
+
+    index: int
+    label: str
+    tokens: int
+    preview: str
+
+
+@dataclass(slots=True)
+class Breakdown:
+    """The estimate of a whole history and of its parts."""
+
+    messages: int
+    tokens: int
+    by_role: dict[str, RoleSize] = field(default_factory=dict)
+    by_tool: dict[str, ToolSize] = field(default_factory=dict)
+    largest: list[MessageSize] = field(default_factory=list)
+
+
+def _tokens(part: Any) -> int:
+    """The estimate of any content part (a string, blocks, a JSON value)."""
+    return estimate_tokens([{"role": "part", "content": part}])
+
+
+def message_label(message: Message) -> str:
+    """The role, or for a Responses item without one, its type (``function_call``, ...)."""
+    role = message.get("role")
+    if isinstance(role, str):
+        return role
+    kind = message.get("type")
+    return kind if isinstance(kind, str) else "?"
+
+
+def _tool_parts(message: Message) -> Iterator[tuple[str, str | None, str | None, Any]]:
+    """Each tool call or result in ``message``: (kind, call id, tool name, payload).
+
+    ``kind`` is ``"call"`` or ``"result"``; the name of a result is ``None`` (found
+    from its call). The payload is the part whose tokens are the tool's.
+    """
+    content = message.get("content")
+    if isinstance(content, list):  # Anthropic blocks
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use":
+                yield "call", _id(block.get("id")), _name(block.get("name")), block.get("input")
+            elif block.get("type") == "tool_result":
+                yield "result", _id(block.get("tool_use_id")), None, block.get("content")
+    calls = message.get("tool_calls")
+    if isinstance(calls, list):  # OpenAI Chat
+        for call in calls:
+            if isinstance(call, dict):
+                function = call.get("function")
+                function = function if isinstance(function, dict) else {}
+                yield (
+                    "call",
+                    _id(call.get("id")),
+                    _name(function.get("name")),
+                    function.get("arguments"),
+                )
+    if message.get("role") == "tool":
+        yield "result", _id(message.get("tool_call_id")), None, content
+    kind = message.get("type")  # OpenAI Responses items
+    if kind in ("function_call", "custom_tool_call"):
+        payload = message.get("arguments", message.get("input"))
+        yield "call", _id(message.get("call_id")), _name(message.get("name")), payload
+    elif kind in ("function_call_output", "custom_tool_call_output"):
+        yield "result", _id(message.get("call_id")), None, message.get("output")
+
+
+def _id(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _name(value: Any) -> str:
+    return value if isinstance(value, str) and value else UNKNOWN_TOOL
+
+
+def message_tokens(message: Message) -> int:
+    """The estimate of one message, tool calls and results outside ``content`` included."""
+    tokens = estimate_tokens([message]) if "content" in message else 0
+    for kind, _, name, payload in _tool_parts(message):
+        if kind == "call" and not isinstance(message.get("content"), list):
+            tokens += _tokens([name, payload])  # Chat tool_calls, Responses function_call
+        elif kind == "result" and "content" not in message:
+            tokens += _tokens(payload)  # Responses function_call_output
+    return tokens
+
+
+def _preview(message: Message, width: int = 60) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        text = content
+    else:
+        pieces = []
+        for kind, _, name, payload in _tool_parts(message):
+            pieces.append(f"[{kind}:{name}]" if kind == "call" else f"[result] {payload!s}")
+        if isinstance(content, list):
+            pieces += [b["text"] for b in content if isinstance(b, dict) and b.get("text")]
+        text = " ".join(str(p) for p in pieces) or str(content if content is not None else "")
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def breakdown(messages: list[Message], largest: int = LARGEST) -> Breakdown:
+    """Estimate ``messages`` as a whole, by role, by tool, and list the ``largest`` ones."""
+    names: dict[str, str] = {}
+    for message in messages:
+        for kind, call_id, name, _ in _tool_parts(message):
+            if kind == "call" and call_id is not None and name is not None:
+                names[call_id] = name
+    result = Breakdown(messages=len(messages), tokens=estimate_tokens(messages))
+    sizes: list[MessageSize] = []
+    for index, message in enumerate(messages):
+        label = message_label(message)
+        tokens = message_tokens(message)
+        role = result.by_role.setdefault(label, RoleSize())
+        role.messages += 1
+        role.tokens += tokens
+        sizes.append(MessageSize(index, label, tokens, _preview(message)))
+        for kind, call_id, name, payload in _tool_parts(message):
+            if kind == "call":
+                tool = result.by_tool.setdefault(name or UNKNOWN_TOOL, ToolSize())
+                tool.calls += 1
+                tool.call_tokens += _tokens([name, payload])
+            else:
+                owner = names.get(call_id, UNKNOWN_TOOL) if call_id else UNKNOWN_TOOL
+                tool = result.by_tool.setdefault(owner, ToolSize())
+                tool.results += 1
+                tool.result_tokens += _tokens(payload)
+    sizes.sort(key=lambda s: (-s.tokens, s.index))
+    result.largest = sizes[:largest]
+    return result
