@@ -564,8 +564,9 @@ def _compactor_options(parser: argparse.ArgumentParser, *, threshold: bool) -> N
     )
     parser.add_argument(
         "--keep-tool-pairs",
-        action="store_true",
-        help="keep tool calls with their pending results (Compactor keep_tool_pairs=True)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep the tool calls a pending turn answers (Compactor's keep_tool_pairs, default on)",
     )
 
 

@@ -11,12 +11,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from bareagent_compact import dialects
 from bareagent_compact.protocols import Message
 from bareagent_compact.tokens import estimate_tokens
 
 __all__ = ["Breakdown", "MessageSize", "RoleSize", "ToolSize", "breakdown", "message_label"]
 
-UNKNOWN_TOOL: Final = "unknown"
+UNKNOWN_TOOL: Final = dialects.UNKNOWN_TOOL
 LARGEST: Final = 10
 
 
@@ -83,54 +84,21 @@ def _tool_parts(message: Message) -> Iterator[tuple[str, str | None, str | None,
     ``kind`` is ``"call"`` or ``"result"``; the name of a result is ``None`` (found
     from its call). The payload is the part whose tokens are the tool's.
     """
+    for call in dialects.calls(message):
+        yield "call", call.call_id, call.name, call.arguments
     content = message.get("content")
-    if isinstance(content, list):  # Anthropic blocks
-        for block in content:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "tool_use":
-                yield "call", _id(block.get("id")), _name(block.get("name")), block.get("input")
-            elif block.get("type") == "tool_result":
-                yield "result", _id(block.get("tool_use_id")), None, block.get("content")
-    calls = message.get("tool_calls")
-    if isinstance(calls, list):  # OpenAI Chat
-        for call in calls:
-            if isinstance(call, dict):
-                function = call.get("function")
-                function = function if isinstance(function, dict) else {}
-                yield (
-                    "call",
-                    _id(call.get("id")),
-                    _name(function.get("name")),
-                    function.get("arguments"),
-                )
-    if message.get("role") == "tool":
-        yield "result", _id(message.get("tool_call_id")), None, content
-    kind = message.get("type")  # OpenAI Responses items
-    if kind in ("function_call", "custom_tool_call"):
-        payload = message.get("arguments", message.get("input"))
-        yield "call", _id(message.get("call_id")), _name(message.get("name")), payload
-    elif kind in ("function_call_output", "custom_tool_call_output"):
-        yield "result", _id(message.get("call_id")), None, message.get("output")
-
-
-def _id(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _name(value: Any) -> str:
-    return value if isinstance(value, str) and value else UNKNOWN_TOOL
+    for position, call_id in dialects.results(message):
+        if dialects.kind(message) is dialects.Kind.RESULT:
+            payload = message.get("output") if "output" in message else content
+        else:
+            block = content[position] if isinstance(content, list) else {}
+            payload = block.get("content") if isinstance(block, dict) else None
+        yield "result", call_id, None, payload
 
 
 def message_tokens(message: Message) -> int:
-    """The estimate of one message, tool calls and results outside ``content`` included."""
-    tokens = estimate_tokens([message]) if "content" in message else 0
-    for kind, _, name, payload in _tool_parts(message):
-        if kind == "call" and not isinstance(message.get("content"), list):
-            tokens += _tokens([name, payload])  # Chat tool_calls, Responses function_call
-        elif kind == "result" and "content" not in message:
-            tokens += _tokens(payload)  # Responses function_call_output
-    return tokens
+    """The estimate of one message (tool calls and results outside ``content`` included)."""
+    return estimate_tokens([message])
 
 
 def _preview(message: Message, width: int = 60) -> str:
@@ -150,11 +118,7 @@ def _preview(message: Message, width: int = 60) -> str:
 
 def breakdown(messages: list[Message], largest: int = LARGEST) -> Breakdown:
     """Estimate ``messages`` as a whole, by role, by tool, and list the ``largest`` ones."""
-    names: dict[str, str] = {}
-    for message in messages:
-        for kind, call_id, name, _ in _tool_parts(message):
-            if kind == "call" and call_id is not None and name is not None:
-                names[call_id] = name
+    names = dialects.tool_names(messages)
     result = Breakdown(messages=len(messages), tokens=estimate_tokens(messages))
     sizes: list[MessageSize] = []
     for index, message in enumerate(messages):

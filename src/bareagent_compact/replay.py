@@ -12,8 +12,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
 
+from bareagent_compact import dialects
 from bareagent_compact.compactor import Compactor
 from bareagent_compact.micro import DEFAULT_KEEP_RECENT
 from bareagent_compact.prompts import DEFAULT_THRESHOLD
@@ -29,8 +29,6 @@ __all__ = [
     "replay",
     "turn_starts",
 ]
-
-_MODEL_ITEM_TYPES: Final = frozenset({"function_call", "custom_tool_call", "reasoning"})
 
 Progress = Callable[[int, int], object]
 """Called with (turns done, turns in all) as a replay goes on."""
@@ -77,19 +75,21 @@ class ReplayResult:
 
 def is_model_output(message: Message) -> bool:
     """True for what a model call returns: assistant messages, Responses calls and reasoning."""
-    return message.get("role") == "assistant" or message.get("type") in _MODEL_ITEM_TYPES
+    return dialects.kind(message) is dialects.Kind.ASSISTANT
 
 
 def turn_starts(messages: list[Message]) -> list[int]:
     """The indices at which the agent loop calls the model.
 
     A turn starts before each run of model output that follows input (a user
-    message, tool results, system messages), and once more at the end when the
-    history ends with input still to be answered.
+    message, tool results), and once more at the end when the history ends with
+    input still to be answered. System messages start no turn and end none.
     """
     starts = []
     previous_was_output = True
     for index, message in enumerate(messages):
+        if dialects.is_system(message):
+            continue
         output = is_model_output(message)
         if output and not previous_was_output:
             starts.append(index)
@@ -117,7 +117,7 @@ def replay(
     *,
     threshold: int = DEFAULT_THRESHOLD,
     keep_recent: int = DEFAULT_KEEP_RECENT,
-    keep_tool_pairs: bool = False,
+    keep_tool_pairs: bool = True,
     progress: Progress | None = None,
 ) -> ReplayResult:
     """Replay ``messages`` (left unchanged) through a fresh ``Compactor`` with these options."""
