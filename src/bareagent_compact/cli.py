@@ -380,11 +380,13 @@ def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
     )
     before = len(messages)
     try:
+        tokens_in = estimate_tokens(messages)
         result = compactor(messages, force=True)
     except (TypeError, ValueError) as exc:
         raise CliError(f"{args.file} is not a history the compactor can read: {exc}") from None
     report = {
         "action": result.action.value,
+        "tokens_in": tokens_in,
         "tokens_before": result.tokens_before,
         "tokens_after": result.tokens_after,
         "messages_before": before,
@@ -406,10 +408,9 @@ def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
         out.write(text)
     if not args.json:
         sys.stderr.write(
-            f"{PROG}: full compaction: {result.tokens_before:,} -> {result.tokens_after:,} "
-            f"estimated tokens, {before} -> {len(messages)} messages"
-            + (f", written to {target}" if target is not None else "")
-            + "\n"
+            f"{PROG}: full compaction: {tokens_in:,} estimated tokens ({result.tokens_before:,} "
+            f"after micro-compaction) -> {result.tokens_after:,}, {before} -> {len(messages)} "
+            "messages" + (f", written to {target}" if target is not None else "") + "\n"
         )
     return 0
 

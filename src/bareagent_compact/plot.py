@@ -130,8 +130,8 @@ def svg_chart(turns: Sequence[TurnRecord], threshold: int, title: str = "context
         f'data-tokens="{threshold}"/>'
     )
     out.append(
-        f'<text x="{_LEFT + plot_w - 4}" y="{ty - 5:.1f}" text-anchor="end" '
-        f'fill="{_COLORS["threshold"]}">threshold {_fmt(threshold)}</text>'
+        f'<text x="{_LEFT + 6}" y="{ty - 5:.1f}" fill="{_COLORS["threshold"]}">'
+        f"threshold {_fmt(threshold)}</text>"
     )
     # Markers, each with a tooltip.
     for t in micro:
