@@ -105,3 +105,9 @@ def archive_size(records: list[ArchiveRecord]) -> int:
         len(json.dumps(r, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")) + 1
         for r in records
     )
+
+
+def close(store: Store) -> None:
+    """Close the database connections of a SQL store (a JSONL store holds none)."""
+    if isinstance(store, SqlTranscriptManager):
+        store.close()

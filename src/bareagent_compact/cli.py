@@ -259,6 +259,8 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
         progress.close()
     except (ValueError, LookupError, RuntimeError, FileNotFoundError) as exc:
         raise CliError(f"{args.store}: {exc}") from None
+    finally:
+        _stores.close(store)
     if args.json:
         _emit_json(out, {"store": args.store, "kind": kind, "sessions": report})
         return 0
@@ -344,6 +346,8 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
         messages = _stores.load(store, snap)
     except (ValueError, LookupError, RuntimeError, FileNotFoundError) as exc:
         raise CliError(f"{location}: {exc}") from None
+    finally:
+        _stores.close(store)
     header = {
         "session_id": session_id,
         "at": position,
