@@ -6,6 +6,7 @@ import io
 import json
 import random
 import shlex
+import sqlite3
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -301,9 +302,7 @@ def test_compact_refuses_to_write_over_its_input(
 def test_replay_reports_every_turn_in_every_dialect(
     capsys: pytest.CaptureFixture[str], history_file: Path, dialect: str
 ) -> None:
-    code, out, err = run(
-        capsys, "replay", str(history_file), "--threshold", THRESHOLD, "--json"
-    )
+    code, out, err = run(capsys, "replay", str(history_file), "--threshold", THRESHOLD, "--json")
     assert code == 0 and err == ""  # no progress on a non-terminal
     report = json.loads(out)
     turns = report["turns"]
@@ -343,7 +342,8 @@ def test_replay_prints_a_sparkline_without_plot_and_an_svg_with_it(
     marks = out.splitlines()[out.splitlines().index(context) + 1]
     assert "F" in marks
     svg = tmp_path / "replay.svg"
-    code, out, _ = run(capsys, "replay", str(history_file), "--threshold", THRESHOLD, "--plot", str(svg))
+    argv = ["replay", str(history_file), "--threshold", THRESHOLD, "--plot", str(svg)]
+    code, out, _ = run(capsys, *argv)
     assert code == 0 and "context ▁" not in out and f"picture: {svg}" in out
     root = ET.parse(svg).getroot()
     fulls = [e for e in root.iter() if "full" in e.get("class", "").split()]
@@ -430,12 +430,13 @@ def test_inspect_lists_sessions_snapshots_archives_and_orphans(
     assert report["kind"] in ("jsonl", "sqlite")
     sessions = {s["session_id"]: s for s in report["sessions"]}
     assert set(sessions) == set(DIALECTS)
-    for name, found in sessions.items():
+    for found in sessions.values():
         assert len(found["snapshots"]) >= 2 and found["snapshots"][0]["at"] == 0
         assert all(s["size"] > 0 for s in found["snapshots"])
         assert found["archive"]["records"] > 0
         assert found["latest"]["orphans"] == []
-        assert found["latest"]["tokens"] > int(THRESHOLD)  # a snapshot is the history before its summary
+        # A snapshot is the history as it was before its summary.
+        assert found["latest"]["tokens"] > int(THRESHOLD)
     code, text, _ = run(capsys, "inspect", str(store_path))
     assert code == 0 and "3 sessions" in text and "0 orphans" in text
 
@@ -483,7 +484,7 @@ def test_show_reads_the_store_from_the_environment(
 
 
 @pytest.mark.parametrize(
-    ("argv", "phrase"),
+    "case",
     [
         (["show", "chat", "--store", "{store}", "--at", "99"], "the session has snapshots 0 to"),
         (["show", "chat", "--store", "{store}", "--at", "yesterday"], "--at takes"),
@@ -500,17 +501,16 @@ def test_store_verbs_exit_2_on_bad_input_and_change_nothing(
     store_path: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    argv: list[str],
-    phrase: str,
+    case: tuple[list[str], str],
 ) -> None:
-    import sqlite3
-
+    argv, phrase = case
     monkeypatch.delenv("BAREAGENT_COMPACT_STORE", raising=False)
     text = tmp_path / "notes.txt"
     text.write_text("hello", encoding="utf-8")
     foreign = tmp_path / "other.db"
     with sqlite3.connect(foreign) as db:
         db.execute("CREATE TABLE notes (x TEXT)")
+
     def contents() -> dict[Path, bytes]:
         # sqlite3's shared-memory index and write-ahead log change on any read.
         return {
