@@ -36,7 +36,7 @@ from bareagent_compact.sqlstore import SCHEMA_VERSION, SqlSnapshot, convert_plac
 
 WRITERS = 4
 SAVES = 400
-KILLS = 6
+KILLS = 4
 
 # Opens the store a target string names, in the tests and in child processes.
 OPEN_STORE = """

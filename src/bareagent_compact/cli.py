@@ -141,6 +141,10 @@ def _read(path: str) -> list[Message]:
         raise CliError(str(exc)) from None
 
 
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{'s' * (number != 1)}"
+
+
 def _size(size: int) -> str:
     if size < 1024:
         return f"{size} B"
@@ -265,11 +269,13 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
         _emit_json(out, {"store": args.store, "kind": kind, "sessions": report})
         return 0
     total = sum(len(r["snapshots"]) for r in report)
-    out.write(f"{args.store} ({kind}): {len(report)} sessions, {total} snapshots\n")
+    out.write(
+        f"{args.store} ({kind}): {_count(len(report), 'session')}, {_count(total, 'snapshot')}\n"
+    )
     for r in report:
         out.write(
-            f"\nsession {r['session_id']}: {len(r['snapshots'])} snapshots, archive "
-            f"{r['archive']['records']} records ({_size(r['archive']['size'])})\n"
+            f"\nsession {r['session_id']}: {_count(len(r['snapshots']), 'snapshot')}, archive "
+            f"{_count(r['archive']['records'], 'record')} ({_size(r['archive']['size'])})\n"
         )
         out.write(f"  {'at':>4}  {'saved (UTC)':<28}{'size':>10}\n")
         for s in r["snapshots"]:
@@ -280,7 +286,7 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
         described = (
             "orphans not checked (not an Anthropic-style history)"
             if orphans is None
-            else f"{len(orphans)} orphans"
+            else _count(len(orphans), "orphan")
             + "".join(
                 f"\n    {o['kind']} at message {o['message_index']}, block {o['block_index']}"
                 f" (id {o['tool_use_id']})"
