@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import importlib
+import json
 import os
 import pwd
 import random
@@ -32,6 +33,7 @@ import pytest
 
 import bareagent_compact
 from bareagent_compact import Compactor, SqlTranscriptManager
+from bareagent_compact.cli import main
 from bareagent_compact.sqlstore import SCHEMA_VERSION, SqlSnapshot, convert_placeholders
 
 WRITERS = 4
@@ -586,3 +588,20 @@ def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
     mgr.save(history(3), "parent")
     assert mgr.list_sessions() == ["parent", "child"]
     assert mgr.load("child") == history(2)
+
+
+def test_the_command_line_reads_a_postgresql_store_by_url(
+    pg_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conninfo = fresh_pg_database(pg_server)
+    fields = dict(item.split("=", 1) for item in conninfo.split())
+    url = f"postgresql://{fields['user']}@{fields['host']}:{fields['port']}/{fields['dbname']}"
+    with open_store(f"postgresql:{conninfo}") as mgr:
+        mgr.save(history(2), "fleet")
+        mgr.save(history(3), "fleet")
+    assert main(["inspect", url, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["kind"] == "postgresql"
+    assert [len(s["snapshots"]) for s in report["sessions"]] == [2]
+    assert main(["show", "fleet", "--store", url, "--at", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["transcript"] == history(2)
