@@ -303,12 +303,13 @@ class SqlTranscriptManager:
         if not isinstance(messages, list | tuple):
             raise not_a_list(messages)
         fallbacks: Counter[str] = Counter()
+        renamed: Counter[str] = Counter()
         lines = []
         for index, message in enumerate(messages):
             if not isinstance(message, dict):
                 raise not_a_dict(index, message)
-            lines.append(_encode_line(message, fallbacks))
-        _log_fallbacks("snapshot", session_id, fallbacks)
+            lines.append(_encode_line(message, fallbacks, renamed))
+        _log_fallbacks("snapshot", session_id, fallbacks, renamed)
         data = b"".join(lines)
         body = data.decode("utf-8")
         count = len(lines)
@@ -423,8 +424,9 @@ class SqlTranscriptManager:
             raise ValueError("archive record has no 'session_id'")
         session_id = check_session_id(record["session_id"])
         fallbacks: Counter[str] = Counter()
-        line = _encode_line(record, fallbacks).decode("utf-8").rstrip("\n")
-        _log_fallbacks("archive record", session_id, fallbacks)
+        renamed: Counter[str] = Counter()
+        line = _encode_line(record, fallbacks, renamed).decode("utf-8").rstrip("\n")
+        _log_fallbacks("archive record", session_id, fallbacks, renamed)
 
         def work(run: _Runner) -> None:
             seq, _ = run.next_seq(session_id, "archive_seq")
