@@ -25,6 +25,7 @@ from bareagent_compact.protocols import (
 )
 from bareagent_compact.result import Action, CompactionEvent, CompactionResult, Reason
 from bareagent_compact.serialize import _serialize
+from bareagent_compact.sqlstore import SqlTranscriptManager
 from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.transcripts import JsonlTranscriptManager, Snapshot
 
@@ -52,6 +53,7 @@ __all__ = [
     "Reason",
     "SUMMARY_PREFIX",
     "Snapshot",
+    "SqlTranscriptManager",
     "SummaryProvider",
     "TokenCounter",
     "TranscriptManager",

@@ -16,6 +16,8 @@ from typing import Any, Final, TextIO
 from bareagent_compact.compactor import Compactor
 from bareagent_compact.offline import OfflineSummarizer
 from bareagent_compact.protocols import Message
+from bareagent_compact.replay import CountingProvider, TurnRecord
+from bareagent_compact.result import CompactionResult
 from bareagent_compact.tokens import estimate_tokens
 
 DEMO_THRESHOLD: Final = 6000
@@ -207,23 +209,74 @@ def _fit(text: str, width: int) -> str:
     return "".join(out) + " " * (width - used)
 
 
+def _calls(compactor: Compactor) -> int:
+    provider = compactor.provider
+    return provider.calls if isinstance(provider, CountingProvider) else 0
+
+
+def _step(
+    compactor: Compactor,
+    turn: int,
+    messages: list[Message],
+    turns: list[TurnRecord] | None,
+    *,
+    force: bool = False,
+) -> tuple[int, CompactionResult]:
+    """Run the compactor (forced on the closing ``/compact``) and record the turn."""
+    tokens_in, index, calls = estimate_tokens(messages), len(messages), _calls(compactor)
+    result = compactor(messages, force=force)
+    if turns is not None:
+        turns.append(
+            TurnRecord(
+                turn=turn,
+                index=index,
+                tokens_in=tokens_in,
+                tokens_before=result.tokens_before,
+                tokens_after=result.tokens_after,
+                action=result.action,
+                truncated=result.truncated,
+                messages=len(messages),
+                summary_calls=_calls(compactor) - calls,
+                reason=result.reason,
+            )
+        )
+    return tokens_in, result
+
+
 def _turn(
-    out: TextIO, compactor: Compactor, turn: int, event: str, messages: list[Message]
+    out: TextIO,
+    compactor: Compactor,
+    turn: int,
+    event: str,
+    messages: list[Message],
+    *,
+    turns: list[TurnRecord] | None = None,
 ) -> None:
     """Run the compactor as an agent loop does at the start of a turn, and print a row."""
-    tokens_in = estimate_tokens(messages)
-    result = compactor(messages)
+    tokens_in, result = _step(compactor, turn, messages, turns)
     out.write(
         f"{turn:>4}  {_fit(event, 34)}  {len(messages):>4}  {tokens_in:>6} -> {result.tokens_after:<6}  "
         f"{result.action.value:<6}  {result.truncated:>5}\n"
     )
 
 
-def run_demo(out: TextIO, threshold: int = DEMO_THRESHOLD, seed: int = 7) -> list[Message]:
-    """Run the scripted session, writing a table per turn to ``out``; returns the history."""
+def run_demo(
+    out: TextIO,
+    threshold: int = DEMO_THRESHOLD,
+    seed: int = 7,
+    turns: list[TurnRecord] | None = None,
+) -> list[Message]:
+    """Run the scripted session, writing a table per turn to ``out``; returns the history.
+
+    ``turns``, when given, receives a record per turn, the closing ``/compact``
+    included (for ``plot.svg_chart``).
+    """
     rng = random.Random(seed)
     compactor = Compactor(
-        OfflineSummarizer(), threshold=threshold, session_id="demo", keep_tool_pairs=True
+        CountingProvider(OfflineSummarizer()),
+        threshold=threshold,
+        session_id="demo",
+        keep_tool_pairs=True,
     )
     messages: list[Message] = [{"role": "system", "content": SYSTEM_PROMPT}]
     out.write(
@@ -243,7 +296,7 @@ def run_demo(out: TextIO, threshold: int = DEMO_THRESHOLD, seed: int = 7) -> lis
         event = f"user: {request}"
         for name, tool_input, output in calls:
             turn += 1
-            _turn(out, compactor, turn, event, messages)
+            _turn(out, compactor, turn, event, messages, turns=turns)
             event = f"tool_result: {name}"
             call_id += 1
             tool_id = f"toolu_{call_id:04d}"
@@ -265,10 +318,10 @@ def run_demo(out: TextIO, threshold: int = DEMO_THRESHOLD, seed: int = 7) -> lis
                 }
             )
         turn += 1
-        _turn(out, compactor, turn, f"tool_result: {calls[-1][0]}", messages)
+        _turn(out, compactor, turn, f"tool_result: {calls[-1][0]}", messages, turns=turns)
         messages.append({"role": "assistant", "content": _reply(task, request)})
 
-    result = compactor(messages, force=True)
+    _, result = _step(compactor, turn + 1, messages, turns, force=True)
     out.write(
         f"\n/compact (force=True): {result.action.value}, {result.tokens_before} -> "
         f"{result.tokens_after} estimated tokens, {len(messages)} messages\n"

@@ -1,0 +1,236 @@
+"""Pictures of a session's context size per turn: an SVG chart and a terminal sparkline.
+
+The SVG is written by hand (standard library only) and opens in any browser:
+the context size as a sawtooth (growth while the agent works, a drop at each
+compaction), the threshold as a dashed line, a marker per full compaction,
+micro-compaction and failed compaction, axis labels, a legend and the number
+of summary calls.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Final
+from xml.sax.saxutils import escape
+
+from bareagent_compact.replay import TurnRecord
+from bareagent_compact.result import Action
+
+__all__ = ["marks_line", "sparkline", "svg_chart"]
+
+WIDTH: Final = 960
+HEIGHT: Final = 440
+_LEFT: Final = 84
+_RIGHT: Final = 220
+_TOP: Final = 56
+_BOTTOM: Final = 62
+_BARS: Final = "▁▂▃▄▅▆▇█"
+_COLORS: Final = {
+    "context": "#1f6fb4",
+    "threshold": "#c62828",
+    "full": "#c62828",
+    "micro": "#ef8c00",
+    "failed": "#222222",
+    "grid": "#e3e3e3",
+    "text": "#222222",
+}
+
+
+def _nice_ceiling(value: float) -> float:
+    """The smallest 1, 2 or 5 times a power of ten that is at least ``value``."""
+    if value <= 0:
+        return 1.0
+    power = 10 ** math.floor(math.log10(value))
+    for step in (1, 2, 5, 10):
+        if step * power >= value:
+            return float(step * power)
+    return float(10 * power)  # pragma: no cover - the loop always returns
+
+
+def _ticks(top: float, count: int = 5) -> list[float]:
+    step = _nice_ceiling(top / count)
+    return [step * i for i in range(int(top // step) + 1)]
+
+
+def _fmt(value: float) -> str:
+    return f"{round(value):,}"
+
+
+def svg_chart(turns: Sequence[TurnRecord], threshold: int, title: str = "context per turn") -> str:
+    """An SVG document drawing ``turns`` against ``threshold``."""
+    plot_w = WIDTH - _LEFT - _RIGHT
+    plot_h = HEIGHT - _TOP - _BOTTOM
+    peak = max([threshold, *(t.tokens_in for t in turns), *(t.tokens_before for t in turns)])
+    top = _nice_ceiling(peak * 1.08)
+    last_turn = max(len(turns), 1)
+
+    def x(turn: float) -> float:
+        return _LEFT + (turn - 0.5) / last_turn * plot_w
+
+    def y(tokens: float) -> float:
+        return _TOP + plot_h - tokens / top * plot_h
+
+    full = [t for t in turns if t.action is Action.FULL]
+    micro = [t for t in turns if t.action is Action.MICRO]
+    failed = [t for t in turns if t.action is Action.FAILED]
+    calls = sum(t.summary_calls for t in turns)
+    out: list[str] = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
+        f"<title>{escape(title)}</title>",
+        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+        f'<text x="{_LEFT}" y="24" font-size="16" font-weight="bold" '
+        f'fill="{_COLORS["text"]}">{escape(title)}</text>',
+        f'<text x="{_LEFT}" y="42" fill="#555">{len(turns)} turns, {len(full)} full '
+        f"compaction{'s' * (len(full) != 1)}, {len(micro)} micro-compaction"
+        f"{'s' * (len(micro) != 1)}, {calls} summary call{'s' * (calls != 1)}</text>",
+    ]
+    # Grid, ticks and axis labels.
+    for value in _ticks(top):
+        py = y(value)
+        out.append(
+            f'<line x1="{_LEFT}" y1="{py:.1f}" x2="{_LEFT + plot_w}" y2="{py:.1f}" '
+            f'stroke="{_COLORS["grid"]}"/>'
+        )
+        out.append(f'<text x="{_LEFT - 8}" y="{py + 4:.1f}" text-anchor="end">{_fmt(value)}</text>')
+    for value in _ticks(last_turn, 8):
+        turn = max(value, 1)
+        px = x(turn)
+        out.append(
+            f'<text x="{px:.1f}" y="{_TOP + plot_h + 18}" text-anchor="middle">{_fmt(turn)}</text>'
+        )
+    out.append(
+        f'<rect x="{_LEFT}" y="{_TOP}" width="{plot_w}" height="{plot_h}" fill="none" '
+        'stroke="#999"/>'
+    )
+    out.append(
+        f'<text x="{_LEFT + plot_w / 2:.1f}" y="{HEIGHT - 18}" text-anchor="middle" '
+        'font-size="13">turn (one model call each)</text>'
+    )
+    out.append(
+        f'<text transform="translate(22 {_TOP + plot_h / 2:.1f}) rotate(-90)" '
+        'text-anchor="middle" font-size="13">estimated tokens</text>'
+    )
+    # The context: up to tokens_in at each turn, down to what was sent to the model.
+    points: list[str] = []
+    for t in turns:
+        points.append(f"{x(t.turn):.1f},{y(t.tokens_in):.1f}")
+        if t.tokens_after != t.tokens_in:
+            points.append(f"{x(t.turn):.1f},{y(t.tokens_after):.1f}")
+    if points:
+        out.append(
+            f'<polyline id="context" points="{" ".join(points)}" fill="none" '
+            f'stroke="{_COLORS["context"]}" stroke-width="1.6" stroke-linejoin="round"/>'
+        )
+    ty = y(threshold)
+    out.append(
+        f'<line id="threshold" x1="{_LEFT}" y1="{ty:.1f}" x2="{_LEFT + plot_w}" y2="{ty:.1f}" '
+        f'stroke="{_COLORS["threshold"]}" stroke-width="1.4" stroke-dasharray="6 4" '
+        f'data-tokens="{threshold}"/>'
+    )
+    out.append(
+        f'<text x="{_LEFT + 6}" y="{ty - 5:.1f}" fill="{_COLORS["threshold"]}">'
+        f"threshold {_fmt(threshold)}</text>"
+    )
+    # Markers, each with a tooltip.
+    for t in micro:
+        out.append(
+            f'<circle class="marker micro" cx="{x(t.turn):.1f}" cy="{y(t.tokens_after):.1f}" '
+            f'r="3.5" fill="{_COLORS["micro"]}">{_tooltip(t)}</circle>'
+        )
+    for t in full:
+        px, py = x(t.turn), y(t.tokens_before)
+        out.append(
+            f'<path class="marker full" d="M{px - 6:.1f},{py - 9:.1f} H{px + 6:.1f} '
+            f'L{px:.1f},{py + 1:.1f} Z" fill="{_COLORS["full"]}">{_tooltip(t)}</path>'
+        )
+    for t in failed:
+        px, py = x(t.turn), y(t.tokens_after)
+        out.append(
+            f'<path class="marker failed" d="M{px - 5:.1f},{py - 5:.1f} L{px + 5:.1f},'
+            f'{py + 5:.1f} M{px - 5:.1f},{py + 5:.1f} L{px + 5:.1f},{py - 5:.1f}" '
+            f'stroke="{_COLORS["failed"]}" stroke-width="2">{_tooltip(t)}</path>'
+        )
+    out.extend(_legend(len(full), len(micro), len(failed), calls))
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _tooltip(t: TurnRecord) -> str:
+    text = f"turn {t.turn}: {t.action.value}, {_fmt(t.tokens_in)} -> {_fmt(t.tokens_after)} tokens"
+    if t.truncated:
+        text += f", {t.truncated} results truncated"
+    if t.reason:
+        text += f" ({t.reason})"
+    return f"<title>{escape(text)}</title>"
+
+
+def _legend(full: int, micro: int, failed: int, calls: int) -> list[str]:
+    lx = WIDTH - _RIGHT + 18
+    rows = [
+        (
+            f'<line x1="{lx}" y1="{{y}}" x2="{lx + 22}" y2="{{y}}" '
+            f'stroke="{_COLORS["context"]}" stroke-width="2"/>',
+            "context size",
+        ),
+        (
+            f'<line x1="{lx}" y1="{{y}}" x2="{lx + 22}" y2="{{y}}" '
+            f'stroke="{_COLORS["threshold"]}" stroke-width="1.4" stroke-dasharray="6 4"/>',
+            "threshold",
+        ),
+        (
+            f'<path d="M{lx + 5},{{top}} H{lx + 17} L{lx + 11},{{bottom}} Z" '
+            f'fill="{_COLORS["full"]}"/>',
+            f"full compaction ({full})",
+        ),
+        (
+            f'<circle cx="{lx + 11}" cy="{{y}}" r="3.5" fill="{_COLORS["micro"]}"/>',
+            f"micro-compaction ({micro})",
+        ),
+        (
+            f'<path d="M{lx + 6},{{top}} L{lx + 16},{{bottom}} M{lx + 6},{{bottom}} '
+            f'L{lx + 16},{{top}}" stroke="{_COLORS["failed"]}" stroke-width="2"/>',
+            f"failed compaction ({failed})",
+        ),
+    ]
+    out = [f'<g id="legend" font-size="12" fill="{_COLORS["text"]}">']
+    for number, (shape, label) in enumerate(rows):
+        row_y = _TOP + 12 + number * 22
+        out.append(shape.format(y=row_y, top=row_y - 5, bottom=row_y + 5))
+        out.append(f'<text x="{lx + 30}" y="{row_y + 4}">{escape(label)}</text>')
+    out.append(f'<text x="{lx}" y="{_TOP + 12 + len(rows) * 22 + 8}">summary calls: {calls}</text>')
+    out.append("</g>")
+    return out
+
+
+def sparkline(values: Sequence[int], width: int = 60) -> str:
+    """``values`` as block characters, at most ``width`` wide (the maximum of each bucket)."""
+    if not values:
+        return ""
+    buckets = _buckets(len(values), width)
+    peaks = [max(values[a:b]) for a, b in buckets]
+    top = max(peaks) or 1
+    return "".join(_BARS[min(len(_BARS) - 1, v * len(_BARS) // (top + 1))] for v in peaks)
+
+
+def marks_line(turns: Sequence[TurnRecord], width: int = 60) -> str:
+    """Under a sparkline: ``F`` full, ``x`` failed, ``m`` micro, space otherwise."""
+    out = []
+    for a, b in _buckets(len(turns), width):
+        actions = {t.action for t in turns[a:b]}
+        out.append(
+            "F"
+            if Action.FULL in actions
+            else "x"
+            if Action.FAILED in actions
+            else "m"
+            if Action.MICRO in actions
+            else " "
+        )
+    return "".join(out).rstrip()
+
+
+def _buckets(count: int, width: int) -> list[tuple[int, int]]:
+    width = max(1, min(width, count))
+    return [(i * count // width, (i + 1) * count // width) for i in range(width)]
