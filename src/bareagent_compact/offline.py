@@ -12,16 +12,14 @@ import re
 from collections import Counter
 from typing import Final
 
+from bareagent_compact.facts import PATH_RE
 from bareagent_compact.protocols import Message
 
 DEFAULT_MAX_CHARS: Final = 1500
 
 _HEADER_RE: Final = re.compile(r"\[(user|assistant|system)\]")
 _TOOL_USE_RE: Final = re.compile(r"\[tool_use:([^\[\]\s]+)\]")
-_PATH_RE: Final = re.compile(
-    r"(?<![\w/.-])((?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]+|[\w-]+\.(?:py|toml|json|jsonl|md|txt|"
-    r"yaml|yml|cfg|ini|sh|js|ts|rs|go|c|h|cpp|java|html|css|log|lock))(?![\w/])"
-)
+_PATH_RE: Final = PATH_RE
 _ERROR_RE: Final = re.compile(
     r"(Traceback|\b\w+(?:Error|Exception):|\bFAILED\b|^E\s|fatal:|错误|失败|异常)"
 )

@@ -35,8 +35,8 @@ from bareagent_compact.transcripts import (
     _encode_line,
     _log_fallbacks,
     check_session_id,
+    encode_snapshot,
 )
-from bareagent_compact.validate import not_a_dict, not_a_list
 
 __all__ = [
     "PARAMSTYLES",
@@ -300,16 +300,7 @@ class SqlTranscriptManager:
         nothing is written.
         """
         session_id = check_session_id(session_id)
-        if not isinstance(messages, list | tuple):
-            raise not_a_list(messages)
-        fallbacks: Counter[str] = Counter()
-        renamed: Counter[str] = Counter()
-        lines = []
-        for index, message in enumerate(messages):
-            if not isinstance(message, dict):
-                raise not_a_dict(index, message)
-            lines.append(_encode_line(message, fallbacks, renamed))
-        _log_fallbacks("snapshot", session_id, fallbacks, renamed)
+        lines = encode_snapshot(messages, session_id)
         data = b"".join(lines)
         body = data.decode("utf-8")
         count = len(lines)

@@ -343,6 +343,25 @@ def _unlink_quietly(path: Path) -> None:
         logger.debug("could not remove temporary file %s", path, exc_info=True)
 
 
+def encode_snapshot(messages: Sequence[Message], session_id: str) -> list[bytes]:
+    """One JSON line per message of a snapshot, with the encoding fallbacks logged.
+
+    Raises ``TypeError`` for a value that is not a list of dicts, ``ValueError``
+    for cyclic or too deeply nested content; nothing is written by either.
+    """
+    if not isinstance(messages, list | tuple):
+        raise not_a_list(messages)
+    fallbacks: Counter[str] = Counter()
+    renamed: Counter[str] = Counter()
+    lines = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise not_a_dict(index, message)
+        lines.append(_encode_line(message, fallbacks, renamed))
+    _log_fallbacks("snapshot", session_id, fallbacks, renamed)
+    return lines
+
+
 class JsonlTranscriptManager:
     """Saves, lists and loads transcript snapshots under one directory.
 
@@ -384,16 +403,7 @@ class JsonlTranscriptManager:
         then nothing is written.
         """
         session_id = check_session_id(session_id)
-        if not isinstance(messages, list | tuple):
-            raise not_a_list(messages)
-        fallbacks: Counter[str] = Counter()
-        renamed: Counter[str] = Counter()
-        lines = []
-        for index, message in enumerate(messages):
-            if not isinstance(message, dict):
-                raise not_a_dict(index, message)
-            lines.append(_encode_line(message, fallbacks, renamed))
-        _log_fallbacks("snapshot", session_id, fallbacks, renamed)
+        lines = encode_snapshot(messages, session_id)
 
         self._ensure_directory()
         self._remove_stale_temp_files()
