@@ -157,3 +157,38 @@ def test_read_only_functions_see_sdk_objects_without_changing_the_list() -> None
     assert find_orphans(messages) == find_orphans(plain) == []
     assert isinstance(messages[1]["content"][0], FakeModel)
     assert plain_view(plain) is plain
+
+
+def test_an_sdk_message_appended_to_a_settled_chat_history_is_converted() -> None:
+    messages: list[Any] = [{"role": "user", "content": "go"}]
+    for turn in range(4):
+        call = {"id": f"c{turn}", "type": "function",
+                "function": {"name": "bash", "arguments": "{}"}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{turn}", "content": "out " * 50})
+    compactor = Compactor(lambda p: "S")
+    compactor(messages)
+    messages.append(FakeModel(role="assistant", content=None, refusal=None, tool_calls=[
+        {"id": "c4", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]))
+    messages.append({"role": "tool", "tool_call_id": "c4", "content": "fresh"})
+    result = compactor(messages)
+    assert result.truncated == 1
+    assert messages[-2] == {"role": "assistant", "tool_calls": [
+        {"id": "c4", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}
+    assert find_orphans(messages) == []
+
+
+def test_parsed_arguments_of_a_parsed_completion_are_not_kept() -> None:
+    parsed = FakeModel(role="assistant", content=None, parsed=None, tool_calls=[
+        {"id": "c1", "type": "function",
+         "function": {"name": "f", "arguments": "{}", "parsed_arguments": {}}}])
+    alone = FakeModel(id="c2", type="function",
+                      function={"name": "f", "arguments": "{}", "parsed_arguments": {}})
+    messages: list[Any] = [
+        {"role": "user", "content": "go"},
+        parsed,
+        {"role": "assistant", "content": None, "tool_calls": [alone]},
+    ]
+    plain_messages(messages)
+    assert "parsed_arguments" not in messages[1]["tool_calls"][0]["function"]
+    assert "parsed_arguments" not in messages[2]["tool_calls"][0]["function"]

@@ -148,6 +148,8 @@ def continues(previous: Message, message: Message) -> bool:
     items in a row; Responses items the model produced (``reasoning``,
     ``function_call`` ...) continue the assistant turn before them.
     """
+    if type(previous) is not dict or type(message) is not dict:
+        return False  # an SDK object not converted yet: a boundary, to be safe
     item_type = message.get("type")
     if isinstance(item_type, str) and item_type != "message":
         if item_type in RESULT_ITEM_TYPES:

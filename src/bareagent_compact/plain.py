@@ -41,6 +41,9 @@ def dump_model(value: Any) -> dict[str, Any]:
             f"{type(value).__name__}.model_dump() must return a dict, got {type(data).__name__}"
         )
     data = {key: item for key, item in data.items() if item is not None}
+    function = data.get("function")
+    if isinstance(function, dict):  # a Chat tool call on its own
+        function.pop("parsed_arguments", None)
     if data.get("role") == "assistant" and "type" not in data:
         # A Chat Completions message: drop what only a response carries.
         for key in _CHAT_RESPONSE_ONLY:
@@ -48,6 +51,10 @@ def dump_model(value: Any) -> dict[str, Any]:
         audio = data.get("audio")
         if isinstance(audio, dict):
             data["audio"] = {"id": audio["id"]} if "id" in audio else audio
+        for call in data.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict):
+                function.pop("parsed_arguments", None)  # from .parse(): not request input
     return data
 
 
