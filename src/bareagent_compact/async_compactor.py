@@ -17,13 +17,14 @@ from bareagent_compact.pipeline import (
     SaveRequest,
     is_async_callable,
 )
+from bareagent_compact.protocols import AsyncSummaryProvider, SummaryProvider
 from bareagent_compact.result import CompactionResult
 from bareagent_compact.summarize import SummaryRequest
 
 logger = logging.getLogger("bareagent_compact.compactor")
 
 
-class AsyncCompactor(CompactorBase):
+class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
     """The asynchronous twin of :class:`Compactor`: ``await compactor(messages)``.
 
     Same constructor, options and behaviour. The provider, the transcript

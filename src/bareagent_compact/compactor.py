@@ -19,6 +19,7 @@ from bareagent_compact.pipeline import (
     is_async_callable,
     summary_text,
 )
+from bareagent_compact.protocols import SummaryProvider
 from bareagent_compact.result import CompactionResult
 from bareagent_compact.summarize import SummaryRequest
 
@@ -27,7 +28,7 @@ __all__ = ["Compactor", "summary_text"]
 logger = logging.getLogger(__name__)
 
 
-class Compactor(CompactorBase):
+class Compactor(CompactorBase[SummaryProvider]):
     """Keeps an agent's history inside its context window; call it every turn.
 
     ``compactor(messages)`` first truncates old tool results (micro-compaction),

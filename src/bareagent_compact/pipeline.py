@@ -15,7 +15,7 @@ import inspect
 import logging
 from collections.abc import Callable, Generator, MutableSequence, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final, NamedTuple, TypeAlias
+from typing import Any, Final, Generic, NamedTuple, TypeAlias, TypeVar
 
 from bareagent_compact import dialects
 from bareagent_compact._json import json_copy
@@ -43,7 +43,6 @@ from bareagent_compact.protocols import (
     ArchiveRecord,
     BeforeCompactHook,
     Message,
-    SummaryProvider,
     TokenCounter,
     TranscriptManager,
 )
@@ -209,7 +208,11 @@ def _check_callable(name: str, value: object, *, optional: bool) -> None:
         raise TypeError(f"{name} must be callable, got {type(value).__name__}")
 
 
-class CompactorBase:
+ProviderT = TypeVar("ProviderT")
+"""The provider type a driver accepts: sync only, or sync or async."""
+
+
+class CompactorBase(Generic[ProviderT]):
     """The options, checks and compaction steps shared by both compactors.
 
     Subclasses are drivers: they run :meth:`_steps` and answer its requests.
@@ -217,7 +220,7 @@ class CompactorBase:
 
     def __init__(
         self,
-        provider: SummaryProvider,
+        provider: ProviderT,
         transcript_mgr: TranscriptManager | None = None,
         threshold: int = DEFAULT_THRESHOLD,
         session_id: str = "default",

@@ -7,7 +7,7 @@ transcript manager, so existing objects fit without subclassing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 Message: TypeAlias = dict[str, Any]
@@ -36,6 +36,12 @@ class SummaryProvider(Protocol):
     """
 
     def __call__(self, prompt: list[Message], /) -> str | HasText: ...
+
+
+class AsyncSummaryProvider(Protocol):
+    """An ``async def`` summarising model, for :class:`~bareagent_compact.AsyncCompactor`."""
+
+    def __call__(self, prompt: list[Message], /) -> Awaitable[str | HasText]: ...
 
 
 @runtime_checkable

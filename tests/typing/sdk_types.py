@@ -42,3 +42,11 @@ def responses_loop(items: list[ResponseInputItemParam]) -> CompactionResult:
 
 async def async_loop(messages: list[MessageParam]) -> CompactionResult:
     return await AsyncCompactor(summarize)(messages)
+
+
+async def async_summarize(prompt: list[dict[str, object]]) -> str:
+    return "summary"
+
+
+async def async_provider_loop(messages: list[MessageParam]) -> CompactionResult:
+    return await AsyncCompactor(async_summarize)(messages)
