@@ -78,7 +78,8 @@ def _detect_async(client: object, create: Callable[..., Any], is_async: bool | N
     """Whether ``create`` returns a coroutine.
 
     SDK decorators hide ``async def`` behind plain wrappers, so the unwrapped
-    function is inspected too; the ``Async...`` class-name convention of the
+    function is inspected too, and so is ``__call__`` of a callable object; the
+    ``Async...`` class-name convention of the
     Anthropic and OpenAI SDKs decides for clients that hide it further.
     """
     if is_async is not None:
@@ -89,7 +90,8 @@ def _detect_async(client: object, create: Callable[..., Any], is_async: bool | N
         unwrapped = inspect.unwrap(create)
     except ValueError:  # a cycle of __wrapped__
         unwrapped = create
-    if inspect.iscoroutinefunction(create) or inspect.iscoroutinefunction(unwrapped):
+    candidates = (create, unwrapped, inspect.getattr_static(type(create), "__call__", None))
+    if any(inspect.iscoroutinefunction(candidate) for candidate in candidates):
         return True
     return any(cls.__name__.startswith("Async") for cls in type(client).__mro__)
 
