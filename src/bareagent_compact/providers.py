@@ -68,9 +68,7 @@ def _method(obj: object, path: str) -> Callable[..., Any]:
         if target is None:
             break
     if not callable(target):
-        raise TypeError(
-            f"client must have a callable {path}(...) method, got {type(obj).__name__}"
-        )
+        raise TypeError(f"client must have a callable {path}(...) method, got {type(obj).__name__}")
     return target
 
 
@@ -423,9 +421,7 @@ def bareagent_provider(
     provider: object, max_tokens: int = ..., *, is_async: Literal[True]
 ) -> AsyncSummaryFunction: ...
 @overload
-def bareagent_provider(
-    provider: object, max_tokens: int = ..., *, is_async: None = ...
-) -> Any: ...
+def bareagent_provider(provider: object, max_tokens: int = ..., *, is_async: None = ...) -> Any: ...
 def bareagent_provider(
     provider: object, max_tokens: int = DEFAULT_MAX_TOKENS, *, is_async: bool | None = None
 ) -> SummaryFunction | AsyncSummaryFunction | Any:

@@ -1,0 +1,67 @@
+"""The examples run as documented: ``python examples/<name>.py --offline``.
+
+Each runs in a fresh interpreter against the fake local API and must end with
+no rejected request.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("anthropic")
+pytest.importorskip("openai")
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+LOOPS = ["anthropic_loop", "async_anthropic_loop", "openai_chat_loop", "openai_responses_loop"]
+
+
+def run_example(name: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / f"{name}.py"), "--offline", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("name", LOOPS)
+def test_the_example_loop_runs_offline_and_compacts(name: str) -> None:
+    done = run_example(name, "--turns", "15", "--quiet")
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = dict(re.findall(r"(\w+)=(\d+)", done.stdout.strip().splitlines()[-1]))
+    assert figures["turns"] == "15"
+    assert figures["rejected_requests"] == "0"
+    assert int(figures["full_compactions"]) >= 1
+    assert figures["failed_compactions"] == "0"
+
+
+def test_the_repl_compacts_starts_and_resumes_sessions(tmp_path: Path) -> None:
+    script = "\n".join(
+        [
+            "Why do the workers time out?",
+            "/compact keep the worker names",
+            "/new",
+            "Is the scheduler dropping jobs?",
+            "/resume",
+            "/sessions",
+            "/quit",
+        ]
+    )
+    done = run_example("repl", "--dir", str(tmp_path), stdin=script + "\n")
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert "Context compaction full:" in out
+    first = re.search(r"Session (session-\S+)", out)
+    assert first is not None
+    assert "New session session-" in out
+    assert f"Resumed {first.group(1)}:" in out
+    assert out.strip().endswith("rejected_requests=0")
+    saved = {p.name for p in tmp_path.iterdir()}
+    assert len([name for name in saved if name.startswith("session-")]) >= 2
