@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("anthropic")
+anthropic = pytest.importorskip("anthropic")
 pytest.importorskip("openai")
+
+from _fake_server import FakeServer, anthropic_client
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 LOOPS = ["anthropic_loop", "async_anthropic_loop", "openai_chat_loop", "openai_responses_loop"]
@@ -65,3 +67,24 @@ def test_the_repl_compacts_starts_and_resumes_sessions(tmp_path: Path) -> None:
     assert out.strip().endswith("rejected_requests=0")
     saved = {p.name for p in tmp_path.iterdir()}
     assert len([name for name in saved if name.startswith("session-")]) >= 2
+
+
+def readme_loop() -> str:
+    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Call it every turn in an agent loop", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readme_loop_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = FakeServer()
+    client = anthropic_client(server)
+    monkeypatch.setattr(anthropic, "Anthropic", lambda: client)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    namespace: dict[str, object] = {}
+    exec(compile(readme_loop(), "README.md", "exec"), namespace)
+    assert server.stats.rejections == []
+    assert server.stats.agent_requests == 5  # the fake model answers in text at its fifth request
+    messages = namespace["messages"]
+    assert isinstance(messages, list)
+    assert messages[-1]["role"] == "assistant"
+    assert (tmp_path / ".myagent" / "transcripts").is_dir()
