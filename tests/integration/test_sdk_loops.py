@@ -18,6 +18,7 @@ anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
 
 import anthropic_loop
+import async_anthropic_loop
 import openai_chat_loop
 import openai_responses_loop
 from _common import Report
@@ -27,12 +28,11 @@ from bareagent_compact import is_context_overflow
 
 TURNS = 30
 THRESHOLD = 3000  # estimated tokens: a few big tool results go over it
+THRESHOLDS = (3000, 5000)  # a full compaction nearly every other turn; a few, with micro between
 MODEL = "fake-model"
 
 
 def run_async_anthropic(server: FakeServer, turns: int, threshold: int) -> Report:
-    import async_anthropic_loop
-
     async def go() -> Report:
         async with anthropic_client(server, asynchronous=True) as client:
             return await async_anthropic_loop.run(client, MODEL, turns, threshold, log=_quiet)
@@ -65,11 +65,14 @@ def figures(dialect: str, report: Report, server: FakeServer) -> str:
     )
 
 
+@pytest.mark.parametrize("threshold", THRESHOLDS)
 @pytest.mark.parametrize("dialect", sorted(LOOPS))
-def test_a_30_turn_loop_compacts_and_every_request_is_accepted(dialect: str) -> None:
+def test_a_30_turn_loop_compacts_and_every_request_is_accepted(
+    dialect: str, threshold: int
+) -> None:
     server = FakeServer()
-    report = LOOPS[dialect](server, TURNS, THRESHOLD)
-    print(figures(dialect, report, server))
+    report = LOOPS[dialect](server, TURNS, threshold)
+    print(f"threshold {threshold}:", figures(dialect, report, server))
     assert server.stats.rejections == []
     assert report.turns == server.stats.agent_requests == TURNS
     assert report.failed == 0, report.reasons
