@@ -26,24 +26,31 @@ import functools
 import importlib
 import itertools
 import json
+import sys
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import anthropic
-import openai
 import typing_extensions
 
 
 def http_library() -> types.ModuleType:
-    """The HTTP library the installed SDKs are built on (``httpx2`` now, ``httpx`` before)."""
-    base = importlib.import_module("anthropic._base_client")
-    for name in ("httpx2", "httpx"):
-        module = getattr(base, name, None)
-        if isinstance(module, types.ModuleType):
-            return module
+    """The HTTP library the installed SDKs are built on (``httpx2`` now, ``httpx`` before).
+
+    Read from the SDK already imported, so an example pays for one SDK only.
+    """
+    loaded = [sdk for sdk in ("anthropic", "openai") if sdk in sys.modules]
+    for sdk in loaded or ["anthropic", "openai"]:
+        try:
+            base = importlib.import_module(f"{sdk}._base_client")
+        except ImportError:
+            continue
+        for name in ("httpx2", "httpx"):
+            module = getattr(base, name, None)
+            if isinstance(module, types.ModuleType):
+                return module
     return importlib.import_module("httpx")
 
 
@@ -600,6 +607,8 @@ class FakeServer:
 
 
 def anthropic_client(server: FakeServer, *, asynchronous: bool = False) -> Any:
+    """A real ``anthropic`` client (sync or async) talking to ``server``."""
+    anthropic = importlib.import_module("anthropic")
     if asynchronous:
         return anthropic.AsyncAnthropic(
             api_key="offline", base_url=BASE_URL, max_retries=0, http_client=server.async_client()
@@ -610,6 +619,8 @@ def anthropic_client(server: FakeServer, *, asynchronous: bool = False) -> Any:
 
 
 def openai_client(server: FakeServer, *, asynchronous: bool = False) -> Any:
+    """A real ``openai`` client (sync or async) talking to ``server``."""
+    openai = importlib.import_module("openai")
     url = BASE_URL + "/v1"
     if asynchronous:
         return openai.AsyncOpenAI(

@@ -98,7 +98,7 @@ class Repl:
             if not others:
                 self.say("No other saved session")
                 return
-            session_id = others[-1]
+            session_id = others[0]  # the most recently saved first
         self.save()
         try:
             self.messages = self.transcripts.resume(session_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,20 +23,56 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 LOOPS = ["anthropic_loop", "async_anthropic_loop", "openai_chat_loop", "openai_responses_loop"]
 
 
-def run_example(name: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(EXAMPLES / f"{name}.py"), "--offline", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+REPL_SCRIPT = "\n".join(
+    [
+        "Why do the workers time out?",
+        "/compact keep the worker names",
+        "/new",
+        "Is the scheduler dropping jobs?",
+        "/resume",
+        "/sessions",
+        "/quit",
+        "",
+    ]
+)
+
+
+@dataclass
+class Done:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture(scope="module")
+def examples_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Done]:
+    """Every example started at once (they spend most of their time importing), then awaited."""
+    transcripts = tmp_path_factory.mktemp("repl-transcripts")
+    commands = {name: ["--turns", "15", "--quiet"] for name in LOOPS}
+    commands["repl"] = ["--dir", str(transcripts)]
+    processes = {
+        name: subprocess.Popen(
+            [sys.executable, str(EXAMPLES / f"{name}.py"), "--offline", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, args in commands.items()
+    }
+    done: dict[str, Done] = {}
+    for name, process in processes.items():
+        out, err = process.communicate(REPL_SCRIPT if name == "repl" else "", timeout=300)
+        done[name] = Done(process.returncode, out, err)
+    done["repl_dir"] = Done(0, str(transcripts), "")
+    return done
 
 
 @pytest.mark.parametrize("name", LOOPS)
-def test_the_example_loop_runs_offline_and_compacts(name: str) -> None:
-    done = run_example(name, "--turns", "15", "--quiet")
+def test_the_example_loop_runs_offline_and_compacts(
+    name: str, examples_run: dict[str, Done]
+) -> None:
+    done = examples_run[name]
     assert done.returncode == 0, done.stderr[-2000:]
     figures = dict(re.findall(r"(\w+)=(\d+)", done.stdout.strip().splitlines()[-1]))
     assert figures["turns"] == "15"
@@ -44,19 +81,9 @@ def test_the_example_loop_runs_offline_and_compacts(name: str) -> None:
     assert figures["failed_compactions"] == "0"
 
 
-def test_the_repl_compacts_starts_and_resumes_sessions(tmp_path: Path) -> None:
-    script = "\n".join(
-        [
-            "Why do the workers time out?",
-            "/compact keep the worker names",
-            "/new",
-            "Is the scheduler dropping jobs?",
-            "/resume",
-            "/sessions",
-            "/quit",
-        ]
-    )
-    done = run_example("repl", "--dir", str(tmp_path), stdin=script + "\n")
+def test_the_repl_compacts_starts_and_resumes_sessions(examples_run: dict[str, Done]) -> None:
+    done = examples_run["repl"]
+    tmp_path = Path(examples_run["repl_dir"].stdout)
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     assert "Context compaction full:" in out
