@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bareagent_compact import Action, Compactor
+from bareagent_compact import Action, AsyncCompactor, Compactor
 from bareagent_compact.providers import (
     anthropic_provider,
     bareagent_provider,
@@ -406,3 +406,19 @@ def test_a_refused_summary_leaves_the_history_as_it_was() -> None:
     assert result.action is Action.FAILED
     assert result.reason == "unusable summary"
     assert messages == before
+
+
+def test_an_async_adapter_summarises_for_async_compactor() -> None:
+    client = anthropic_client(anthropic_message(text_block("Goal: six answers.")), AsyncRecorder)
+    compactor = AsyncCompactor(provider=anthropic_provider(client, "m"), threshold=100)
+    messages = long_history()
+    result = asyncio.run(compactor(messages))
+    assert result.action is Action.FULL
+    assert "Goal: six answers." in messages[0]["content"]
+    assert len(client.messages.create.calls) == 1
+
+
+def test_an_async_adapter_given_to_the_sync_compactor_is_refused_at_once() -> None:
+    client = anthropic_client(anthropic_message(text_block("S")), AsyncRecorder)
+    with pytest.raises(TypeError, match="AsyncCompactor"):
+        Compactor(provider=anthropic_provider(client, "m"), threshold=100)
