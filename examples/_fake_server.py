@@ -36,25 +36,24 @@ from typing import Any
 import typing_extensions
 
 
-def http_library() -> types.ModuleType:
-    """The HTTP library the installed SDKs are built on (``httpx2`` now, ``httpx`` before).
+def http_library(sdk: str) -> types.ModuleType:
+    """The HTTP library ``sdk`` (``"anthropic"`` or ``"openai"``) is built on.
 
-    Read from the SDK already imported, so an example pays for one SDK only.
+    Recent SDKs use ``httpx2`` and refuse an ``httpx`` client; older ones use
+    ``httpx``. The fake server answers each request in its own library.
     """
-    loaded = [sdk for sdk in ("anthropic", "openai") if sdk in sys.modules]
-    for sdk in loaded or ["anthropic", "openai"]:
-        try:
-            base = importlib.import_module(f"{sdk}._base_client")
-        except ImportError:
-            continue
-        for name in ("httpx2", "httpx"):
-            module = getattr(base, name, None)
-            if isinstance(module, types.ModuleType):
-                return module
+    base = importlib.import_module(f"{sdk}._base_client")
+    for name in ("httpx2", "httpx"):
+        module = getattr(base, name, None)
+        if isinstance(module, types.ModuleType):
+            return module
     return importlib.import_module("httpx")
 
 
-http = http_library()
+def _library_of(request: Any) -> types.ModuleType:
+    """The HTTP library a request object comes from."""
+    return sys.modules[type(request).__module__.split(".")[0]]
+
 
 BASE_URL = "http://fake-api.local"
 SUMMARY_TEXT = "Goal: inspect the logs and files the user asked about. Done: several tool calls."
@@ -407,17 +406,16 @@ class FakeServer:
         self.responses_memory = ResponsesMemory()
         self._ids = itertools.count(1)
 
-    def transport(self) -> Any:
-        return http.MockTransport(self.handle)
-
-    def client(self) -> Any:
-        """A synchronous HTTP client for the SDK clients' ``http_client=``."""
-        return http.Client(transport=self.transport())
-
-    def async_client(self) -> Any:
-        return http.AsyncClient(transport=self.transport())
+    def client(self, sdk: str, *, asynchronous: bool = False) -> Any:
+        """An HTTP client for ``sdk``'s ``http_client=``, answered by this server."""
+        http = http_library(sdk)
+        transport = http.MockTransport(self.handle)
+        if asynchronous:
+            return http.AsyncClient(transport=transport)
+        return http.Client(transport=transport)
 
     def handle(self, request: Any) -> Any:
+        http = _library_of(request)
         body = json.loads(request.content or b"{}")
         path = request.url.path
         if self.keep_bodies:
@@ -437,11 +435,11 @@ class FakeServer:
         if errors:
             self.stats.rejected += 1
             self.stats.rejections.append(f"{path}: {errors[0]}")
-            return self._error(path, "; ".join(errors[:3]))
+            return self._error(http, path, "; ".join(errors[:3]))
         tokens = len(request.content) // 4
         if self.context_window is not None and tokens > self.context_window:
             self.stats.overflows += 1
-            return self._overflow(path, tokens, self.context_window)
+            return self._overflow(http, path, tokens, self.context_window)
         summary = not body.get("tools")
         if summary:
             self.stats.summary_requests += 1
@@ -450,7 +448,7 @@ class FakeServer:
         return http.Response(200, json=answer(body, summary, self.stats.agent_requests))
 
     @staticmethod
-    def _overflow(path: str, tokens: int, window: int) -> Any:
+    def _overflow(http: types.ModuleType, path: str, tokens: int, window: int) -> Any:
         """The error each API answers when the prompt does not fit its context window."""
         if path == "/v1/messages":
             message = f"prompt is too long: {tokens} tokens > {window} maximum"
@@ -477,7 +475,7 @@ class FakeServer:
         return http.Response(400, json={"error": error})
 
     @staticmethod
-    def _error(path: str, message: str) -> Any:
+    def _error(http: types.ModuleType, path: str, message: str) -> Any:
         if path == "/v1/messages":
             error = {"type": "invalid_request_error", "message": message}
             return http.Response(400, json={"type": "error", "error": error})
@@ -611,10 +609,13 @@ def anthropic_client(server: FakeServer, *, asynchronous: bool = False) -> Any:
     anthropic = importlib.import_module("anthropic")
     if asynchronous:
         return anthropic.AsyncAnthropic(
-            api_key="offline", base_url=BASE_URL, max_retries=0, http_client=server.async_client()
+            api_key="offline",
+            base_url=BASE_URL,
+            max_retries=0,
+            http_client=server.client("anthropic", asynchronous=True),
         )
     return anthropic.Anthropic(
-        api_key="offline", base_url=BASE_URL, max_retries=0, http_client=server.client()
+        api_key="offline", base_url=BASE_URL, max_retries=0, http_client=server.client("anthropic")
     )
 
 
@@ -624,8 +625,11 @@ def openai_client(server: FakeServer, *, asynchronous: bool = False) -> Any:
     url = BASE_URL + "/v1"
     if asynchronous:
         return openai.AsyncOpenAI(
-            api_key="offline", base_url=url, max_retries=0, http_client=server.async_client()
+            api_key="offline",
+            base_url=url,
+            max_retries=0,
+            http_client=server.client("openai", asynchronous=True),
         )
     return openai.OpenAI(
-        api_key="offline", base_url=url, max_retries=0, http_client=server.client()
+        api_key="offline", base_url=url, max_retries=0, http_client=server.client("openai")
     )

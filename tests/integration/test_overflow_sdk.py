@@ -13,7 +13,7 @@ import pytest
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
 
-from _fake_server import BASE_URL, http
+from _fake_server import BASE_URL, http_library
 
 from bareagent_compact import is_context_overflow
 
@@ -21,6 +21,8 @@ from bareagent_compact import is_context_overflow
 def raised_by(api: str, status: int | None, body: Any) -> BaseException:
     """The exception the real client raises when the server answers ``status`` and ``body``
     (``status=None``: the connection fails; ``status=0``: the request times out)."""
+
+    http = http_library("anthropic" if api == "anthropic" else "openai")
 
     def handler(request: Any) -> Any:
         if status is None:
@@ -218,6 +220,7 @@ def test_other_errors_raised_by_the_real_clients_are_not_overflow(case: str) -> 
 
 def test_sdk_exception_classes_built_directly_from_error_bodies() -> None:
 
+    http = http_library("anthropic")
     request = http.Request("POST", BASE_URL + "/v1/messages")
     body = anthropic_error(
         "invalid_request_error", "prompt is too long: 201000 tokens > 200000 maximum"
@@ -232,6 +235,8 @@ def test_sdk_exception_classes_built_directly_from_error_bodies() -> None:
         body=anthropic_error("overloaded_error", "Overloaded"),
     )
     assert not is_context_overflow(overloaded)
+    http = http_library("openai")
+    request = http.Request("POST", BASE_URL + "/v1/chat/completions")
     chat = openai.BadRequestError(
         "Error code: 400",
         response=http.Response(400, request=request),

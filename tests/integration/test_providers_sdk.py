@@ -18,7 +18,7 @@ from _fake_server import (
     SUMMARY_TEXT,
     FakeServer,
     anthropic_client,
-    http,
+    http_library,
     openai_client,
 )
 
@@ -121,6 +121,8 @@ REFUSALS = {
 def test_a_refusal_from_the_real_client_is_an_unusable_summary(name: str) -> None:
 
     factory, _, path = ADAPTERS[name]
+
+    http = http_library("anthropic" if name == "anthropic" else "openai")
 
     def handler(request: Any) -> Any:
         return http.Response(200, json=REFUSALS[request.url.path])
