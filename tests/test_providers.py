@@ -240,37 +240,33 @@ def test_bareagent_provider_empty_text_is_unusable_and_missing_text_a_type_error
 # --------------------------------------------------------------------------- sync and async
 
 
-FACTORIES: dict[str, tuple[Callable[..., Any], Callable[..., Any], Any, str]] = {
+FACTORIES: dict[str, tuple[Callable[..., Any], Callable[..., Any], Any]] = {
     "anthropic": (
         lambda client, **kw: anthropic_provider(client, "m", **kw),
         anthropic_client,
         anthropic_message(text_block("S")),
-        "messages",
     ),
     "chat": (
         lambda client, **kw: openai_chat_provider(client, "m", **kw),
         chat_client,
         chat_completion("S"),
-        "chat",
     ),
     "responses": (
         lambda client, **kw: openai_responses_provider(client, "m", **kw),
         responses_client,
         responses_answer(output_message(NS(type="output_text", text="S"))),
-        "responses",
     ),
     "bareagent": (
         bareagent_provider,
         lambda answer, recorder=Recorder: NS(create=recorder(answer)),
         NS(text="S"),
-        "create",
     ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(FACTORIES))
 def test_an_async_client_gives_an_async_provider(name: str) -> None:
-    factory, make_client, answer, _ = FACTORIES[name]
+    factory, make_client, answer = FACTORIES[name]
     sync = factory(make_client(answer))
     asynchronous = factory(make_client(answer, AsyncRecorder))
     assert not inspect.iscoroutinefunction(sync)
@@ -282,7 +278,7 @@ def test_an_async_client_gives_an_async_provider(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(FACTORIES))
 def test_async_create_hidden_by_a_plain_decorator_is_detected(name: str) -> None:
     # The SDKs wrap their async create methods in plain functions (functools.wraps).
-    factory, make_client, answer, _ = FACTORIES[name]
+    factory, make_client, answer = FACTORIES[name]
     client = make_client(answer, AsyncRecorder)
     target = client
     path = {"anthropic": "messages", "chat": "chat.completions", "responses": "responses"}
