@@ -10,7 +10,9 @@ breaks the API's rules. The figures are printed (run with ``-s`` to see them).
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -21,10 +23,11 @@ import anthropic_loop
 import async_anthropic_loop
 import openai_chat_loop
 import openai_responses_loop
-from _common import Report
+from _common import Report, run_tool
 from _fake_server import FakeServer, anthropic_client, openai_client
 
-from bareagent_compact import is_context_overflow
+from bareagent_compact import Compactor, is_context_overflow
+from bareagent_compact.providers import openai_chat_provider
 
 TURNS = 30
 THRESHOLD = 3000  # estimated tokens: a few big tool results go over it
@@ -116,3 +119,47 @@ def test_history_objects_from_the_sdk_become_plain_request_dicts() -> None:
     assistant = [m for m in last["messages"] if m["role"] == "assistant"]
     assert assistant and all(isinstance(m, dict) for m in assistant)
     assert all("annotations" not in m and "parsed" not in m for m in assistant)
+
+
+STRICT_CHAT_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "strict": True,
+            "parameters": {
+                "type": "object",
+                "properties": {argument: {"type": "string"}},
+                "required": [argument],
+                "additionalProperties": False,
+            },
+        },
+    }
+    for name, argument in (("search_logs", "query"), ("read_file", "path"))
+]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=openai.BadRequestError,  # the fake API rejects the request, as the real one does
+    reason="the conversion of SDK objects keeps tool_calls[].function.parsed_arguments of a "
+    "ParsedChatCompletionMessage, a response-only field the request type does not have",
+)
+def test_messages_from_chat_completions_parse_become_valid_request_dicts() -> None:
+    server = FakeServer()
+    client = openai_client(server)
+    compactor = Compactor(provider=openai_chat_provider(client, MODEL), threshold=THRESHOLD)
+    messages: list[Any] = [{"role": "user", "content": "Why do the workers time out?"}]
+    for _ in range(8):
+        compactor(messages)
+        completion = client.chat.completions.parse(
+            model=MODEL, messages=messages, tools=STRICT_CHAT_TOOLS
+        )
+        message = completion.choices[0].message  # a ParsedChatCompletionMessage
+        messages.append(message)
+        for call in message.tool_calls or []:
+            output = run_tool(call.function.name, json.loads(call.function.arguments))
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
+        if not message.tool_calls:
+            messages.append({"role": "user", "content": "And the scheduler?"})
+    assert server.stats.rejections == []
