@@ -197,8 +197,16 @@ def _sdk_type(module: str, name: str) -> Any:
 # --------------------------------------------------------------------------- protocol rules
 
 
-def check_anthropic(body: Mapping[str, Any]) -> list[str]:
-    """The Messages API's rules for ``messages``."""
+def check_anthropic(
+    body: Mapping[str, Any], signatures: Mapping[str, str] | None = None
+) -> list[str]:
+    """The Messages API's rules for ``messages``.
+
+    ``signatures`` maps the signature of each thinking block the server wrote to
+    its text: a thinking block sent back must be unchanged. With ``thinking``
+    enabled, the assistant turn that pending tool results answer must start
+    with its thinking block.
+    """
     max_tokens = body.get("max_tokens")
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         return ["max_tokens: Field required"]
@@ -241,6 +249,20 @@ def check_anthropic(body: Mapping[str, Any]) -> list[str]:
                 )
         elif calls and message["role"] == "assistant":
             errors.append(f"messages.{index}: the last message has tool_use blocks")
+        for block in _blocks(message, "thinking"):
+            if signatures is not None and signatures.get(block["signature"]) != block["thinking"]:
+                errors.append(f"messages.{index}.content: Invalid `signature` in `thinking` block")
+    thinking = body.get("thinking")
+    enabled = isinstance(thinking, Mapping) and thinking.get("type") == "enabled"
+    if enabled and len(dialogue) > 1 and _blocks(dialogue[-1], "tool_result"):
+        content = dialogue[-2].get("content")
+        first = content[0].get("type") if isinstance(content, list) and content else "text"
+        if first not in ("thinking", "redacted_thinking"):
+            errors.append(
+                f"messages.{len(dialogue) - 2}.content.0.type: Expected `thinking` or "
+                f"`redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final "
+                "`assistant` message must start with a thinking block."
+            )
     return errors
 
 
@@ -404,6 +426,7 @@ class FakeServer:
         self.keep_bodies = keep_bodies
         self.context_window = context_window  # in tokens, counted as JSON characters / 4
         self.responses_memory = ResponsesMemory()
+        self.thinking_signatures: dict[str, str] = {}
         self._ids = itertools.count(1)
 
     def client(self, sdk: str, *, asynchronous: bool = False) -> Any:
@@ -421,7 +444,10 @@ class FakeServer:
         if self.keep_bodies:
             self.stats.bodies.append((path, body))
         routes: dict[str, tuple[Callable[[Mapping[str, Any]], list[str]], Callable[..., Any]]] = {
-            "/v1/messages": (check_anthropic, self._anthropic),
+            "/v1/messages": (
+                lambda b: check_anthropic(b, self.thinking_signatures),
+                self._anthropic,
+            ),
             "/v1/chat/completions": (check_chat, self._chat),
             "/v1/responses": (
                 lambda b: check_responses(b, self.responses_memory),
@@ -496,6 +522,11 @@ class FakeServer:
             )
         else:
             content.append({"type": "text", "text": f"Task done after {turn} requests."})
+        thinking = body.get("thinking")
+        if not summary and isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
+            text, signature = f"The user wants step {turn}.", f"sig_{n}"
+            self.thinking_signatures[signature] = text
+            content.insert(0, {"type": "thinking", "thinking": text, "signature": signature})
         return {
             "id": f"msg_{n}",
             "type": "message",

@@ -26,13 +26,21 @@ from _fake_server import FakeServer, anthropic_client
 from bareagent_compact import AsyncCompactor, is_context_overflow
 from bareagent_compact.providers import anthropic_provider
 
-MAX_TOKENS = 1024
+MAX_TOKENS = 2048
 
 
 async def run(
-    client: Any, model: str, turns: int, threshold: int, log: Callable[[str], object] = print
+    client: Any,
+    model: str,
+    turns: int,
+    threshold: int,
+    log: Callable[[str], object] = print,
+    **create_kwargs: Any,
 ) -> Report:
-    """Make ``turns`` model requests, compacting before each; return what happened."""
+    """Make ``turns`` model requests, compacting before each; return what happened.
+
+    ``create_kwargs`` go to every request (``thinking={"type": "enabled", ...}``).
+    """
     compactor = AsyncCompactor(
         provider=anthropic_provider(client, model, max_tokens=MAX_TOKENS), threshold=threshold
     )
@@ -47,6 +55,7 @@ async def run(
             system=SYSTEM_PROMPT,
             tools=ANTHROPIC_TOOLS,
             messages=messages,
+            **create_kwargs,
         )
 
     while report.turns < turns:

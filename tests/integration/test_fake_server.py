@@ -69,6 +69,27 @@ def test_anthropic_response_only_fields_are_rejected() -> None:
     assert any("parsed: unknown field" in e for e in check_anthropic(anthropic_body(broken)))
 
 
+def thinking_history(first_block: dict[str, Any]) -> dict[str, Any]:
+    assistant = copy.deepcopy(ANTHROPIC_OK[1])
+    assistant["content"].insert(0, first_block)
+    body = anthropic_body([ANTHROPIC_OK[0], assistant, ANTHROPIC_OK[2]])
+    body["thinking"] = {"type": "enabled", "budget_tokens": 1024}
+    return body
+
+
+def test_anthropic_thinking_must_open_the_answered_turn_and_stay_unchanged() -> None:
+    signatures = {"sig_1": "the user wants the bug"}
+    block = {"type": "thinking", "thinking": "the user wants the bug", "signature": "sig_1"}
+    assert check_anthropic(thinking_history(block), signatures) == []
+    changed = {**block, "thinking": "something else"}
+    assert check_anthropic(thinking_history(changed), signatures) == [
+        "messages.1.content: Invalid `signature` in `thinking` block"
+    ]
+    text_first = thinking_history({"type": "text", "text": "Summary so far."})
+    errors = check_anthropic(text_first, signatures)
+    assert "Expected `thinking` or `redacted_thinking`, but found `text`" in errors[0]
+
+
 CHAT_OK: list[dict[str, Any]] = [
     {"role": "system", "content": "be brief"},
     {"role": "user", "content": "find the bug"},

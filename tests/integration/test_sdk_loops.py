@@ -83,6 +83,38 @@ def test_a_30_turn_loop_compacts_and_every_request_is_accepted(
     assert server.stats.summary_requests == report.full
 
 
+THINKING = {"type": "enabled", "budget_tokens": 1024}
+
+
+@pytest.mark.parametrize("threshold", THRESHOLDS)
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_an_anthropic_loop_with_thinking_keeps_each_kept_turn_starting_with_its_thinking(
+    asynchronous: bool, threshold: int
+) -> None:
+    # The fake API signs its thinking blocks and rejects one sent back changed, and
+    # one missing from the turn that pending tool results answer.
+    server = FakeServer()
+    if asynchronous:
+
+        async def go() -> Report:
+            async with anthropic_client(server, asynchronous=True) as client:
+                return await async_anthropic_loop.run(
+                    client, MODEL, TURNS, threshold, log=_quiet, thinking=THINKING
+                )
+
+        report = asyncio.run(go())
+    else:
+        report = anthropic_loop.run(
+            anthropic_client(server), MODEL, TURNS, threshold, log=_quiet, thinking=THINKING
+        )
+    print(f"threshold {threshold}:", figures("anthropic+thinking", report, server))
+    assert server.stats.rejections == []
+    assert len(server.thinking_signatures) == TURNS
+    assert report.turns == TURNS
+    assert report.full >= 3
+    assert report.failed == 0, report.reasons
+
+
 @pytest.mark.parametrize("dialect", sorted(LOOPS))
 def test_the_api_overflow_error_is_recognised_and_one_forced_compaction_recovers(
     dialect: str,
