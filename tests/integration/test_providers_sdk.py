@@ -22,6 +22,7 @@ from _fake_server import (
     openai_client,
 )
 
+from bareagent_compact import Action, Compactor
 from bareagent_compact.providers import (
     anthropic_provider,
     openai_chat_provider,
@@ -150,3 +151,29 @@ def test_create_kwargs_reach_the_request_body() -> None:
     assert body["max_output_tokens"] == 700
     assert body["store"] is False
     assert json.dumps(body)  # the body the client sent is plain JSON
+
+
+def long_history(turns: int = 20) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = []
+    for turn in range(turns):
+        history.append({"role": "user", "content": f"question {turn}: " + "why " * 500})
+        history.append({"role": "assistant", "content": f"answer {turn}: " + "because " * 250})
+    history.append({"role": "user", "content": "and now?"})
+    return history
+
+
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
+def test_a_summary_too_long_for_the_summariser_is_retried_in_smaller_parts(name: str) -> None:
+    # The fake API's window is far below the one-call summary prompt: the real client
+    # raises the API's overflow error, the compactor recognises it and halves its budget.
+    factory, make_client, _ = ADAPTERS[name]
+    server = FakeServer(context_window=6000)
+    compactor = Compactor(provider=factory(make_client(server), "fake-model"), threshold=1000)
+    messages = long_history()
+    result = compactor(messages, force=True)
+    assert result.action is Action.FULL
+    assert server.stats.overflows >= 1
+    assert result.parts > 1
+    assert result.summary_calls == server.stats.overflows + server.stats.summary_requests
+    assert server.stats.rejections == []
+    assert messages[-1] == {"role": "user", "content": "and now?"}
