@@ -102,6 +102,7 @@ def test_the_repl_compacts_starts_and_resumes_sessions(examples_run: dict[str, D
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     assert "Context compaction full:" in out
+    assert "takes no focus text" not in out  # the focus went to the summary as instructions=
     first = re.search(r"Session (session-\S+)", out)
     assert first is not None
     assert "New session session-" in out
