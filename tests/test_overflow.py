@@ -174,8 +174,13 @@ NOT_OVERFLOW = {
     "anthropic_rate_limit": StatusError(
         "Error code: 429",
         429,
-        {"type": "error", "error": {"type": "rate_limit_error", "message": "Number of request "
-                                    "tokens has exceeded your per-minute rate limit"}},
+        {
+            "type": "error",
+            "error": {
+                "type": "rate_limit_error",
+                "message": "Number of request tokens has exceeded your per-minute rate limit",
+            },
+        },
     ),
     "anthropic_overloaded": StatusError(
         "Error code: 529",
@@ -264,6 +269,13 @@ def test_cyclic_chains_end() -> None:
     first, second = RuntimeError("a"), RuntimeError("b")
     first.__cause__, second.__cause__ = second, first
     assert not is_context_overflow(first)
+
+
+def test_a_string_body_is_read() -> None:
+    # {"error": "..."} from LM Studio or TGI: the OpenAI SDK keeps the string as ``body``.
+    message = "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096."
+    assert is_context_overflow(StatusError("Error code: 422", 422, message))
+    assert not is_context_overflow(StatusError("Error code: 422", 422, "invalid schema"))
 
 
 def test_a_broken_str_does_not_hide_the_body() -> None:

@@ -179,9 +179,10 @@ def _text(exc: BaseException) -> str:
         pieces.append(str(exc))
     except Exception:  # a broken __str__ must not hide the rest
         pieces.append(type(exc).__name__)
-    message = getattr(exc, "message", None)
-    if isinstance(message, str):
-        pieces.append(message)
+    for name in ("message", "body"):  # the OpenAI SDK keeps a string ``error`` as the body
+        value = getattr(exc, name, None)
+        if isinstance(value, str):
+            pieces.append(value)
     for error in _error_objects(exc):
         for key in ("message", "detail", "error"):
             value = error.get(key)

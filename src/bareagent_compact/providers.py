@@ -68,9 +68,7 @@ def _method(obj: object, path: str) -> Callable[..., Any]:
         if target is None:
             break
     if not callable(target):
-        raise TypeError(
-            f"client must have a callable {path}(...) method, got {type(obj).__name__}"
-        )
+        raise TypeError(f"client must have a callable {path}(...) method, got {type(obj).__name__}")
     return target
 
 
@@ -78,7 +76,8 @@ def _detect_async(client: object, create: Callable[..., Any], is_async: bool | N
     """Whether ``create`` returns a coroutine.
 
     SDK decorators hide ``async def`` behind plain wrappers, so the unwrapped
-    function is inspected too; the ``Async...`` class-name convention of the
+    function is inspected too, and so is ``__call__`` of a callable object; the
+    ``Async...`` class-name convention of the
     Anthropic and OpenAI SDKs decides for clients that hide it further.
     """
     if is_async is not None:
@@ -89,7 +88,8 @@ def _detect_async(client: object, create: Callable[..., Any], is_async: bool | N
         unwrapped = inspect.unwrap(create)
     except ValueError:  # a cycle of __wrapped__
         unwrapped = create
-    if inspect.iscoroutinefunction(create) or inspect.iscoroutinefunction(unwrapped):
+    candidates = (create, unwrapped, inspect.getattr_static(type(create), "__call__", None))
+    if any(inspect.iscoroutinefunction(candidate) for candidate in candidates):
         return True
     return any(cls.__name__.startswith("Async") for cls in type(client).__mro__)
 
@@ -421,9 +421,7 @@ def bareagent_provider(
     provider: object, max_tokens: int = ..., *, is_async: Literal[True]
 ) -> AsyncSummaryFunction: ...
 @overload
-def bareagent_provider(
-    provider: object, max_tokens: int = ..., *, is_async: None = ...
-) -> Any: ...
+def bareagent_provider(provider: object, max_tokens: int = ..., *, is_async: None = ...) -> Any: ...
 def bareagent_provider(
     provider: object, max_tokens: int = DEFAULT_MAX_TOKENS, *, is_async: bool | None = None
 ) -> SummaryFunction | AsyncSummaryFunction | Any:

@@ -1,0 +1,666 @@
+"""An offline stand-in for the Anthropic and OpenAI APIs, for the examples and their tests.
+
+``FakeServer`` is the handler of an HTTP mock transport that the real
+``anthropic`` and ``openai`` clients talk to (``http_client=...``). It answers
+``/v1/messages``, ``/v1/chat/completions`` and ``/v1/responses`` with valid API
+JSON from a scripted model that calls tools, and it checks every request the
+way the real APIs do, answering HTTP 400 with the API's error shape when a rule
+is broken:
+
+- every message or input item matches the SDK's own request type (its
+  ``*Param`` TypedDict): no unknown keys such as ``parsed`` or ``annotations``
+  on a Chat message, no ``None`` where the request type does not allow it,
+  required keys present;
+- the first message that is not a system (or developer) message is a user one;
+- every tool result answers a tool call of the immediately preceding assistant
+  turn, and every tool call is answered before the next assistant turn;
+- Responses API reasoning items are followed by the item they came with, and a
+  function call that came with a reasoning item is sent with it.
+
+A request without ``tools`` is a summary request: the answer is a short summary.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import itertools
+import json
+import sys
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import typing_extensions
+
+
+def http_library(sdk: str) -> types.ModuleType:
+    """The HTTP library ``sdk`` (``"anthropic"`` or ``"openai"``) is built on.
+
+    Recent SDKs use ``httpx2`` and refuse an ``httpx`` client; older ones use
+    ``httpx``. The fake server answers each request in its own library.
+    """
+    base = importlib.import_module(f"{sdk}._base_client")
+    for name in ("httpx2", "httpx"):
+        module = getattr(base, name, None)
+        if isinstance(module, types.ModuleType):
+            return module
+    return importlib.import_module("httpx")
+
+
+def _library_of(request: Any) -> types.ModuleType:
+    """The HTTP library a request object comes from."""
+    return sys.modules[type(request).__module__.split(".")[0]]
+
+
+BASE_URL = "http://fake-api.local"
+SUMMARY_TEXT = "Goal: inspect the logs and files the user asked about. Done: several tool calls."
+
+
+# --------------------------------------------------------------------------- request types
+
+
+@functools.cache
+def _hints(typeddict: type) -> dict[str, Any]:
+    return typing.get_type_hints(typeddict, include_extras=True)
+
+
+def _is_typeddict(tp: object) -> bool:
+    return isinstance(tp, type) and typing_extensions.is_typeddict(tp)
+
+
+def _strip(tp: Any) -> tuple[Any, bool | None]:
+    """The type without Required/NotRequired/Annotated, and what the wrapper said."""
+    required: bool | None = None
+    while True:
+        origin = typing.get_origin(tp)
+        if origin in (typing.Required, typing_extensions.Required):
+            tp, required = typing.get_args(tp)[0], True
+        elif origin in (typing.NotRequired, typing_extensions.NotRequired):
+            tp, required = typing.get_args(tp)[0], False
+        elif origin is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+        else:
+            return tp, required
+
+
+def type_errors(value: Any, tp: Any, path: str) -> list[str]:
+    """What makes ``value`` not a ``tp`` (a request type of the SDKs); empty if it is one."""
+    tp, _ = _strip(tp)
+    if tp is Any or tp is object:
+        return []
+    if tp is type(None) or tp is None:
+        return [] if value is None else [f"{path}: expected null"]
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Union or (hasattr(types, "UnionType") and origin is types.UnionType):
+        return _union_errors(value, args, path)
+    if origin is typing.Literal or origin is typing_extensions.Literal:
+        return [] if value in args else [f"{path}: {value!r} is not one of {list(args)}"]
+    if _is_typeddict(tp):
+        return _typeddict_errors(value, tp, path)
+    if tp is str:
+        return [] if isinstance(value, str) else [f"{path}: expected a string, got {value!r:.60}"]
+    if tp is bool:
+        return [] if isinstance(value, bool) else [f"{path}: expected a boolean"]
+    if tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return [] if ok else [f"{path}: expected an integer"]
+    if tp is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return [] if ok else [f"{path}: expected a number"]
+    if origin in (dict, Mapping) or tp in (dict, Mapping):
+        return [] if isinstance(value, Mapping) else [f"{path}: expected an object"]
+    if origin in (list, Iterable, typing.Sequence, tuple) or tp in (list, tuple):
+        if not isinstance(value, list):
+            return [f"{path}: expected an array, got {type(value).__name__}"]
+        item = args[0] if args else Any
+        return [e for i, v in enumerate(value) for e in type_errors(v, item, f"{path}[{i}]")]
+    if isinstance(tp, type):  # an SDK model class: only its instances (JSON never holds one)
+        return [] if isinstance(value, tp) else [f"{path}: expected a {tp.__name__}"]
+    return []  # aliases of file and binary types the examples never send
+
+
+def _union_errors(value: Any, members: tuple[Any, ...], path: str) -> list[str]:
+    candidates = [m for m in members if _could_be(value, m)]
+    if not candidates:
+        return [f"{path}: matches none of the accepted shapes"]
+    best: list[str] | None = None
+    for member in candidates:
+        errors = type_errors(value, member, path)
+        if not errors:
+            return []
+        if best is None or len(errors) < len(best):
+            best = errors
+    return best or []
+
+
+def _could_be(value: Any, member: Any) -> bool:
+    """Whether ``member`` is the variant meant: its ``type``/``role`` literals fit ``value``."""
+    member, _ = _strip(member)
+    origin = typing.get_origin(member)
+    if member in (str, bool, type(None)):
+        return isinstance(value, member)
+    if member in (int, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if origin in (list, Iterable, typing.Sequence, tuple):
+        return isinstance(value, list)
+    if origin is typing.Literal:
+        return value in typing.get_args(member)
+    if not _is_typeddict(member):
+        if isinstance(member, type) and origin is None and member not in (dict, list):
+            return isinstance(value, member)
+        return True
+    if not isinstance(value, Mapping):
+        return False
+    hints = _hints(member)
+    for key in ("type", "role"):
+        if key not in hints:
+            continue
+        tp, _ = _strip(hints[key])
+        literal = [a for a in typing.get_args(tp) if a is not type(None)] if tp else []
+        options: list[Any] = []
+        for arg in literal:
+            if typing.get_origin(arg) is typing.Literal:
+                options.extend(typing.get_args(arg))
+        if typing.get_origin(tp) is typing.Literal:
+            options = list(typing.get_args(tp))
+        if options and key in value and value[key] not in options:
+            return False
+        if options and key not in value and key == "role":
+            return False
+    return True
+
+
+def _typeddict_errors(value: Any, typeddict: type, path: str) -> list[str]:
+    if not isinstance(value, Mapping):
+        return [f"{path}: expected an object, got {type(value).__name__}"]
+    hints = _hints(typeddict)
+    total = getattr(typeddict, "__total__", True)
+    errors = [f"{path}.{key}: unknown field" for key in value if key not in hints]
+    for key, hint in hints.items():
+        _, required = _strip(hint)
+        if key not in value:
+            if required or (required is None and total):
+                errors.append(f"{path}.{key}: required field missing")
+            continue
+        errors.extend(type_errors(value[key], hint, f"{path}.{key}"))
+    return errors
+
+
+def _sdk_type(module: str, name: str) -> Any:
+    return getattr(importlib.import_module(module), name)
+
+
+# --------------------------------------------------------------------------- protocol rules
+
+
+def check_anthropic(
+    body: Mapping[str, Any], signatures: Mapping[str, str] | None = None
+) -> list[str]:
+    """The Messages API's rules for ``messages``.
+
+    ``signatures`` maps the signature of each thinking block the server wrote to
+    its text: a thinking block sent back must be unchanged. With ``thinking``
+    enabled, the assistant turn that pending tool results answer must start
+    with its thinking block.
+    """
+    max_tokens = body.get("max_tokens")
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        return ["max_tokens: Field required"]
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return ["messages: at least one message is required"]
+    message_type = _sdk_type("anthropic.types", "MessageParam")
+    errors = [
+        e for i, m in enumerate(messages) for e in type_errors(m, message_type, f"messages.{i}")
+    ]
+    if errors:
+        return errors
+    dialogue = [m for m in messages if m.get("role") != "system"]
+    if not dialogue or dialogue[0]["role"] != "user":
+        errors.append("messages: the first message must use the user role")
+    for index, message in enumerate(dialogue):
+        previous = dialogue[index - 1] if index else None
+        following = dialogue[index + 1] if index + 1 < len(dialogue) else None
+        results = _blocks(message, "tool_result")
+        if results:
+            kinds = [b.get("type") for b in message["content"]]
+            if kinds[: len(results)] != ["tool_result"] * len(results):
+                errors.append(f"messages.{index}: tool_result blocks must come first")
+            calls = {b["id"] for b in _blocks(previous, "tool_use")} if previous else set()
+            orphans = [b["tool_use_id"] for b in results if b["tool_use_id"] not in calls]
+            if message["role"] != "user" or orphans:
+                errors.append(
+                    f"messages.{index}.content: unexpected tool_use_id found in tool_result "
+                    f"blocks: {orphans}. Each tool_result block must have a corresponding "
+                    "tool_use block in the previous message."
+                )
+        calls = [b["id"] for b in _blocks(message, "tool_use")]
+        if calls and following is not None:
+            answered = {b["tool_use_id"] for b in _blocks(following, "tool_result")}
+            missing = [c for c in calls if c not in answered]
+            if missing:
+                errors.append(
+                    f"messages.{index}: tool_use ids were found without tool_result blocks "
+                    f"immediately after: {missing}"
+                )
+        elif calls and message["role"] == "assistant":
+            errors.append(f"messages.{index}: the last message has tool_use blocks")
+        for block in _blocks(message, "thinking"):
+            if signatures is not None and signatures.get(block["signature"]) != block["thinking"]:
+                errors.append(f"messages.{index}.content: Invalid `signature` in `thinking` block")
+    thinking = body.get("thinking")
+    enabled = isinstance(thinking, Mapping) and thinking.get("type") == "enabled"
+    if enabled and len(dialogue) > 1 and _blocks(dialogue[-1], "tool_result"):
+        content = dialogue[-2].get("content")
+        first = content[0].get("type") if isinstance(content, list) and content else "text"
+        if first not in ("thinking", "redacted_thinking"):
+            errors.append(
+                f"messages.{len(dialogue) - 2}.content.0.type: Expected `thinking` or "
+                f"`redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final "
+                "`assistant` message must start with a thinking block."
+            )
+    return errors
+
+
+def _blocks(message: Mapping[str, Any] | None, kind: str) -> list[Mapping[str, Any]]:
+    content = message.get("content") if message else None
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, Mapping) and b.get("type") == kind]
+
+
+def check_chat(body: Mapping[str, Any]) -> list[str]:
+    """The Chat Completions API's rules for ``messages``."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return ["messages: at least one message is required"]
+    message_type = _sdk_type("openai.types.chat", "ChatCompletionMessageParam")
+    errors = [
+        e for i, m in enumerate(messages) for e in type_errors(m, message_type, f"messages[{i}]")
+    ]
+    if errors:
+        return errors
+    dialogue = [m for m in messages if m["role"] not in ("system", "developer")]
+    if not dialogue or dialogue[0]["role"] != "user":
+        errors.append("messages: the first non-system message must be a user message")
+    pending: list[str] = []  # calls of the last assistant message not answered yet
+    answerable: set[str] = set()
+    for index, message in enumerate(messages):
+        role = message["role"]
+        if role == "tool":
+            call_id = message["tool_call_id"]
+            if call_id not in answerable:
+                errors.append(
+                    f"messages[{index}]: messages with role 'tool' must be a response to a "
+                    "preceding message with 'tool_calls'"
+                )
+            answerable.discard(call_id)
+            if call_id in pending:
+                pending.remove(call_id)
+            continue
+        if pending:
+            errors.append(
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                f"responding to each 'tool_call_id'. Missing: {pending}"
+            )
+        calls = [c["id"] for c in message.get("tool_calls") or []] if role == "assistant" else []
+        pending, answerable = list(calls), set(calls)
+    if pending:
+        errors.append(f"the last assistant message's tool calls are unanswered: {pending}")
+    return errors
+
+
+@dataclass
+class ResponsesMemory:
+    """What the fake Responses API remembers of its own output items."""
+
+    reasoning_follower: dict[str, str] = field(default_factory=dict)  # rs id -> next item id
+    call_reasoning: dict[str, str] = field(default_factory=dict)  # fc id -> rs id
+
+
+def check_responses(body: Mapping[str, Any], memory: ResponsesMemory) -> list[str]:
+    """The Responses API's rules for ``input``."""
+    items = body.get("input")
+    if isinstance(items, str):
+        return []
+    if not isinstance(items, list) or not items:
+        return ["input: a string or a non-empty list of items is required"]
+    item_type = _sdk_type("openai.types.responses", "ResponseInputItemParam")
+    errors = [e for i, m in enumerate(items) for e in type_errors(m, item_type, f"input[{i}]")]
+    if errors:
+        return errors
+    kinds = [_kind(item) for item in items]
+    dialogue = [k for k in kinds if k not in ("system", "developer")]
+    if not dialogue or dialogue[0] != "user":
+        errors.append("input: the first item that is not a system message must be a user message")
+    ids = [item.get("id") for item in items]
+    pending: list[str] = []
+    answerable: set[str] = set()
+    previous = ""
+    for index, (item, kind) in enumerate(zip(items, kinds, strict=True)):
+        if kind == "reasoning":
+            follower = memory.reasoning_follower.get(item["id"])
+            if follower is not None and (index + 1 >= len(items) or ids[index + 1] != follower):
+                errors.append(
+                    f"Item '{item['id']}' of type 'reasoning' was provided without its "
+                    "required following item."
+                )
+        if kind == "function_call":
+            needed = memory.call_reasoning.get(item.get("id") or "")
+            if needed is not None and needed not in ids[:index]:
+                errors.append(
+                    f"Item '{item['id']}' of type 'function_call' was provided without its "
+                    f"required 'reasoning' item: '{needed}'."
+                )
+        if kind == "function_call_output":
+            if item.get("call_id") not in answerable:
+                errors.append(
+                    f"No tool call found for function call output with call_id "
+                    f"{item.get('call_id')}."
+                )
+            answerable.discard(item.get("call_id"))
+            if item.get("call_id") in pending:
+                pending.remove(item["call_id"])
+        else:
+            assistant_side = kind in ("function_call", "reasoning", "assistant")
+            if assistant_side and previous in ("function_call", "reasoning", "assistant"):
+                if kind == "function_call":
+                    pending.append(item["call_id"])
+                    answerable.add(item["call_id"])
+            else:
+                if pending:
+                    errors.append(f"No tool output found for function call {pending[0]}.")
+                pending, answerable = [], set()
+                if kind == "function_call":
+                    pending, answerable = [item["call_id"]], {item["call_id"]}
+        previous = kind
+    if pending:
+        errors.append(f"No tool output found for function call {pending[0]}.")
+    return errors
+
+
+def _kind(item: Mapping[str, Any]) -> str:
+    kind = item.get("type", "message")
+    if kind == "message":
+        return str(item.get("role"))
+    return str(kind)
+
+
+# --------------------------------------------------------------------------- the scripted model
+
+
+@dataclass
+class Stats:
+    """What the fake server saw."""
+
+    agent_requests: int = 0
+    summary_requests: int = 0
+    rejected: int = 0
+    overflows: int = 0
+    rejections: list[str] = field(default_factory=list)
+    bodies: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
+TOOLS = {"search_logs": "query", "read_file": "path"}
+
+
+def tool_calls_for(turn: int) -> list[tuple[str, dict[str, str]]]:
+    """The script: every fifth agent request ends the task with text; others call tools."""
+    if turn % 5 == 0:
+        return []
+    calls = [("search_logs", {"query": f"timeout in worker {turn}"})]
+    if turn % 3 == 1:
+        calls.append(("read_file", {"path": f"src/worker_{turn}.py"}))
+    return calls
+
+
+class FakeServer:
+    """Answers the three APIs from the script above; rejects requests that break their rules."""
+
+    def __init__(self, *, keep_bodies: bool = False, context_window: int | None = None) -> None:
+        self.stats = Stats()
+        self.keep_bodies = keep_bodies
+        self.context_window = context_window  # in tokens, counted as JSON characters / 4
+        self.responses_memory = ResponsesMemory()
+        self.thinking_signatures: dict[str, str] = {}
+        self._ids = itertools.count(1)
+
+    def client(self, sdk: str, *, asynchronous: bool = False) -> Any:
+        """An HTTP client for ``sdk``'s ``http_client=``, answered by this server."""
+        http = http_library(sdk)
+        transport = http.MockTransport(self.handle)
+        if asynchronous:
+            return http.AsyncClient(transport=transport)
+        return http.Client(transport=transport)
+
+    def handle(self, request: Any) -> Any:
+        http = _library_of(request)
+        body = json.loads(request.content or b"{}")
+        path = request.url.path
+        if self.keep_bodies:
+            self.stats.bodies.append((path, body))
+        routes: dict[str, tuple[Callable[[Mapping[str, Any]], list[str]], Callable[..., Any]]] = {
+            "/v1/messages": (
+                lambda b: check_anthropic(b, self.thinking_signatures),
+                self._anthropic,
+            ),
+            "/v1/chat/completions": (check_chat, self._chat),
+            "/v1/responses": (
+                lambda b: check_responses(b, self.responses_memory),
+                self._responses,
+            ),
+        }
+        if path not in routes:
+            return http.Response(404, json={"error": {"message": f"no route {path}"}})
+        check, answer = routes[path]
+        errors = check(body)
+        if errors:
+            self.stats.rejected += 1
+            self.stats.rejections.append(f"{path}: {errors[0]}")
+            return self._error(http, path, "; ".join(errors[:3]))
+        tokens = len(request.content) // 4
+        if self.context_window is not None and tokens > self.context_window:
+            self.stats.overflows += 1
+            return self._overflow(http, path, tokens, self.context_window)
+        summary = not body.get("tools")
+        if summary:
+            self.stats.summary_requests += 1
+        else:
+            self.stats.agent_requests += 1
+        return http.Response(200, json=answer(body, summary, self.stats.agent_requests))
+
+    @staticmethod
+    def _overflow(http: types.ModuleType, path: str, tokens: int, window: int) -> Any:
+        """The error each API answers when the prompt does not fit its context window."""
+        if path == "/v1/messages":
+            message = f"prompt is too long: {tokens} tokens > {window} maximum"
+            error = {"type": "invalid_request_error", "message": message}
+            return http.Response(400, json={"type": "error", "error": error})
+        if path == "/v1/chat/completions":
+            message = (
+                f"This model's maximum context length is {window} tokens. However, your "
+                f"messages resulted in {tokens} tokens. Please reduce the length of the messages."
+            )
+            param = "messages"
+        else:
+            message = (
+                "Your input exceeds the context window of this model. Please adjust your "
+                "input and try again."
+            )
+            param = "input"
+        error = {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": param,
+            "code": "context_length_exceeded",
+        }
+        return http.Response(400, json={"error": error})
+
+    @staticmethod
+    def _error(http: types.ModuleType, path: str, message: str) -> Any:
+        if path == "/v1/messages":
+            error = {"type": "invalid_request_error", "message": message}
+            return http.Response(400, json={"type": "error", "error": error})
+        error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+        return http.Response(400, json={"error": error})
+
+    def _anthropic(self, body: Mapping[str, Any], summary: bool, turn: int) -> dict[str, Any]:
+        n = next(self._ids)
+        calls = [] if summary else tool_calls_for(turn)
+        content: list[dict[str, Any]] = []
+        if summary:
+            content.append({"type": "text", "text": SUMMARY_TEXT})
+        elif calls:
+            content.append({"type": "text", "text": "Let me look at that."})
+            content.extend(
+                {"type": "tool_use", "id": f"toolu_{n}_{i}", "name": name, "input": args}
+                for i, (name, args) in enumerate(calls)
+            )
+        else:
+            content.append({"type": "text", "text": f"Task done after {turn} requests."})
+        thinking = body.get("thinking")
+        if not summary and isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
+            text, signature = f"The user wants step {turn}.", f"sig_{n}"
+            self.thinking_signatures[signature] = text
+            content.insert(0, {"type": "thinking", "thinking": text, "signature": signature})
+        return {
+            "id": f"msg_{n}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "fake"),
+            "content": content,
+            "stop_reason": "tool_use" if calls else "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": len(json.dumps(body)) // 4, "output_tokens": 20},
+        }
+
+    def _chat(self, body: Mapping[str, Any], summary: bool, turn: int) -> dict[str, Any]:
+        n = next(self._ids)
+        calls = [] if summary else tool_calls_for(turn)
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": SUMMARY_TEXT if summary else (None if calls else f"Done after {turn}."),
+            "refusal": None,
+            "annotations": [],
+        }
+        if calls:
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{n}_{i}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(args)},
+                }
+                for i, (name, args) in enumerate(calls)
+            ]
+        return {
+            "id": f"chatcmpl-{n}",
+            "object": "chat.completion",
+            "created": 1_700_000_000 + n,
+            "model": body.get("model", "fake"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": "tool_calls" if calls else "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
+
+    def _responses(self, body: Mapping[str, Any], summary: bool, turn: int) -> dict[str, Any]:
+        n = next(self._ids)
+        calls = [] if summary else tool_calls_for(turn)
+        output: list[dict[str, Any]] = []
+        reasoning = not summary and n % 2 == 0
+        if reasoning:
+            output.append({"id": f"rs_{n}", "type": "reasoning", "summary": [], "status": None})
+        for i, (name, args) in enumerate(calls):
+            output.append(
+                {
+                    "id": f"fc_{n}_{i}",
+                    "type": "function_call",
+                    "call_id": f"call_{n}_{i}",
+                    "name": name,
+                    "arguments": json.dumps(args),
+                    "status": "completed",
+                }
+            )
+        if not calls:
+            text = SUMMARY_TEXT if summary else f"Done after {turn} requests."
+            output.append(
+                {
+                    "id": f"msg_{n}",
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            )
+        if reasoning:
+            self.responses_memory.reasoning_follower[f"rs_{n}"] = output[1]["id"]
+            for item in output[1:]:
+                if item["type"] == "function_call":
+                    self.responses_memory.call_reasoning[item["id"]] = f"rs_{n}"
+        return {
+            "id": f"resp_{n}",
+            "object": "response",
+            "created_at": 1_700_000_000 + n,
+            "model": body.get("model", "fake"),
+            "status": "completed",
+            "output": output,
+            "error": None,
+            "incomplete_details": None,
+            "instructions": body.get("instructions"),
+            "metadata": {},
+            "parallel_tool_calls": True,
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "tool_choice": "auto",
+            "tools": body.get("tools", []),
+            "usage": {
+                "input_tokens": 10,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": 5,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": 15,
+            },
+        }
+
+
+# --------------------------------------------------------------------------- clients
+
+
+def anthropic_client(server: FakeServer, *, asynchronous: bool = False) -> Any:
+    """A real ``anthropic`` client (sync or async) talking to ``server``."""
+    anthropic = importlib.import_module("anthropic")
+    if asynchronous:
+        return anthropic.AsyncAnthropic(
+            api_key="offline",
+            base_url=BASE_URL,
+            max_retries=0,
+            http_client=server.client("anthropic", asynchronous=True),
+        )
+    return anthropic.Anthropic(
+        api_key="offline", base_url=BASE_URL, max_retries=0, http_client=server.client("anthropic")
+    )
+
+
+def openai_client(server: FakeServer, *, asynchronous: bool = False) -> Any:
+    """A real ``openai`` client (sync or async) talking to ``server``."""
+    openai = importlib.import_module("openai")
+    url = BASE_URL + "/v1"
+    if asynchronous:
+        return openai.AsyncOpenAI(
+            api_key="offline",
+            base_url=url,
+            max_retries=0,
+            http_client=server.client("openai", asynchronous=True),
+        )
+    return openai.OpenAI(
+        api_key="offline", base_url=url, max_retries=0, http_client=server.client("openai")
+    )

@@ -1,0 +1,1 @@
+"""Tests with the real anthropic and openai clients (the integration extra)."""

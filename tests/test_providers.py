@@ -1,0 +1,420 @@
+"""Provider adapters over duck-typed clients: request shape, answer reading, sync and async.
+
+The clients here are small stand-ins with the SDKs' method paths and response
+shapes; tests/integration/test_providers_sdk.py runs the same adapters over the
+real ``anthropic`` and ``openai`` clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+from types import SimpleNamespace as NS
+from typing import Any
+
+import pytest
+
+from bareagent_compact import Action, AsyncCompactor, Compactor
+from bareagent_compact.providers import (
+    anthropic_provider,
+    bareagent_provider,
+    openai_chat_provider,
+    openai_responses_provider,
+)
+
+PROMPT = [
+    {"role": "system", "content": "Summarise the conversation."},
+    {"role": "user", "content": "[user]: fix the bug in app.py"},
+]
+
+
+class Recorder:
+    """A ``create`` method that records its keyword arguments and answers from a script."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, **kwargs: Any) -> Any:
+        self.calls.append(kwargs)
+        return self.answer
+
+
+class AsyncRecorder(Recorder):
+    async def __call__(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        self.calls.append(kwargs)
+        await asyncio.sleep(0)
+        return self.answer
+
+
+def anthropic_client(answer: Any, recorder: type[Recorder] = Recorder) -> Any:
+    return NS(messages=NS(create=recorder(answer)))
+
+
+def chat_client(answer: Any, recorder: type[Recorder] = Recorder) -> Any:
+    return NS(chat=NS(completions=NS(create=recorder(answer))))
+
+
+def responses_client(answer: Any, recorder: type[Recorder] = Recorder) -> Any:
+    return NS(responses=NS(create=recorder(answer)))
+
+
+def anthropic_message(*blocks: Any, stop_reason: str = "end_turn") -> Any:
+    return NS(content=list(blocks), stop_reason=stop_reason)
+
+
+def text_block(text: str) -> Any:
+    return NS(type="text", text=text)
+
+
+def chat_completion(
+    content: Any, refusal: str | None = None, finish_reason: str = "stop"
+) -> dict[str, Any]:
+    message = {"role": "assistant", "content": content, "refusal": refusal}
+    return {"choices": [{"index": 0, "message": message, "finish_reason": finish_reason}]}
+
+
+def responses_answer(*items: Any, status: str = "completed") -> Any:
+    return NS(output=list(items), status=status, error=None)
+
+
+def output_message(*parts: Any) -> Any:
+    return NS(type="message", role="assistant", content=list(parts))
+
+
+# --------------------------------------------------------------------------- Anthropic
+
+
+def test_anthropic_provider_sends_system_apart_and_joins_only_text_blocks() -> None:
+    answer = anthropic_message(
+        NS(type="thinking", thinking="let me think", signature="sig"),
+        text_block("Goal: fix app.py. "),
+        NS(type="tool_use", id="toolu_1", name="read_file", input={}),
+        text_block("Next: run tests."),
+    )
+    client = anthropic_client(answer)
+    summarize = anthropic_provider(client, "claude-test", max_tokens=1000, temperature=0)
+    assert summarize(PROMPT) == "Goal: fix app.py. Next: run tests."
+    assert client.messages.create.calls == [
+        {
+            "model": "claude-test",
+            "max_tokens": 1000,
+            "system": "Summarise the conversation.",
+            "messages": [{"role": "user", "content": "[user]: fix the bug in app.py"}],
+            "temperature": 0,
+        }
+    ]
+
+
+def test_anthropic_refusal_and_empty_answers_are_unusable(caplog: pytest.LogCaptureFixture) -> None:
+    refused = anthropic_provider(
+        anthropic_client(anthropic_message(text_block("I can't"), stop_reason="refusal")), "m"
+    )
+    empty = anthropic_provider(anthropic_client(anthropic_message(text_block("  "))), "m")
+    with caplog.at_level(logging.WARNING, logger="bareagent_compact.providers"):
+        assert refused(PROMPT) == ""
+        assert empty(PROMPT) == ""
+    assert "the model refused" in caplog.text
+    assert "no text in the answer" in caplog.text
+
+
+def test_anthropic_summary_cut_at_max_tokens_is_kept_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    answer = anthropic_message(text_block("Goal: fix app.py, then"), stop_reason="max_tokens")
+    with caplog.at_level(logging.WARNING, logger="bareagent_compact.providers"):
+        assert anthropic_provider(anthropic_client(answer), "m")(PROMPT) == "Goal: fix app.py, then"
+    assert "cut at max_tokens" in caplog.text
+
+
+def test_anthropic_provider_reads_plain_json_responses() -> None:
+    answer = {"content": [{"type": "text", "text": "from JSON"}], "stop_reason": "end_turn"}
+    assert anthropic_provider(anthropic_client(answer), "m")(PROMPT) == "from JSON"
+
+
+def test_a_streaming_response_is_a_clear_type_error() -> None:
+    summarize = anthropic_provider(anthropic_client(iter(())), "m")
+    with pytest.raises(TypeError, match="streaming is not supported"):
+        summarize(PROMPT)
+
+
+# --------------------------------------------------------------------------- OpenAI Chat
+
+
+def test_openai_chat_provider_sends_the_prompt_and_reads_the_first_choice() -> None:
+    client = chat_client(chat_completion("Goal: fix app.py."))
+    summarize = openai_chat_provider(client, "gpt-test", max_completion_tokens=500)
+    assert summarize(PROMPT) == "Goal: fix app.py."
+    assert client.chat.completions.create.calls == [
+        {"model": "gpt-test", "messages": PROMPT, "max_completion_tokens": 500}
+    ]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        chat_completion(None, refusal="I can't help with that."),
+        chat_completion("partial", finish_reason="content_filter"),
+        chat_completion(None),
+        chat_completion("   "),
+        {"choices": []},
+    ],
+    ids=["refusal", "content_filter", "none", "whitespace", "no_choices"],
+)
+def test_openai_chat_unusable_answers_give_an_empty_summary(answer: Any) -> None:
+    assert openai_chat_provider(chat_client(answer), "m")(PROMPT) == ""
+
+
+def test_openai_chat_text_parts_from_compatible_servers_are_joined() -> None:
+    answer = chat_completion([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])
+    assert openai_chat_provider(chat_client(answer), "m")(PROMPT) == "ab"
+
+
+# --------------------------------------------------------------------------- OpenAI Responses
+
+
+def test_openai_responses_provider_uses_instructions_and_joins_output_text() -> None:
+    answer = responses_answer(
+        NS(type="reasoning", id="rs_1", summary=[]),
+        output_message(NS(type="output_text", text="Goal: ", annotations=[])),
+        output_message(NS(type="output_text", text="fix app.py.", annotations=[])),
+    )
+    client = responses_client(answer)
+    summarize = openai_responses_provider(client, "gpt-test", max_output_tokens=800, store=False)
+    assert summarize(PROMPT) == "Goal: fix app.py."
+    assert client.responses.create.calls == [
+        {
+            "model": "gpt-test",
+            "instructions": "Summarise the conversation.",
+            "input": [{"role": "user", "content": "[user]: fix the bug in app.py"}],
+            "max_output_tokens": 800,
+            "store": False,
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        responses_answer(output_message(NS(type="refusal", refusal="I can't help with that."))),
+        responses_answer(status="failed"),
+        responses_answer(NS(type="reasoning", id="rs_1", summary=[])),
+    ],
+    ids=["refusal", "failed", "reasoning_only"],
+)
+def test_openai_responses_unusable_answers_give_an_empty_summary(answer: Any) -> None:
+    assert openai_responses_provider(responses_client(answer), "m")(PROMPT) == ""
+
+
+def test_openai_responses_incomplete_summary_is_kept_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    answer = responses_answer(
+        output_message(NS(type="output_text", text="Goal: fix", annotations=[])),
+        status="incomplete",
+    )
+    with caplog.at_level(logging.WARNING, logger="bareagent_compact.providers"):
+        assert openai_responses_provider(responses_client(answer), "m")(PROMPT) == "Goal: fix"
+    assert "incomplete" in caplog.text
+
+
+# --------------------------------------------------------------------------- BareAgent
+
+
+def test_bareagent_provider_calls_create_without_tools_and_returns_text() -> None:
+    create = Recorder(NS(text="Goal: fix app.py."))
+    summarize = bareagent_provider(NS(create=create), max_tokens=1500)
+    assert summarize(PROMPT) == "Goal: fix app.py."
+    assert create.calls == [{"messages": PROMPT, "tools": [], "max_tokens": 1500}]
+
+
+def test_bareagent_provider_empty_text_is_unusable_and_missing_text_a_type_error() -> None:
+    assert bareagent_provider(NS(create=Recorder(NS(text=""))))(PROMPT) == ""
+    with pytest.raises(TypeError, match="str attribute text"):
+        bareagent_provider(NS(create=Recorder(NS(content="x"))))(PROMPT)
+
+
+# --------------------------------------------------------------------------- sync and async
+
+
+FACTORIES: dict[str, tuple[Callable[..., Any], Callable[..., Any], Any]] = {
+    "anthropic": (
+        lambda client, **kw: anthropic_provider(client, "m", **kw),
+        anthropic_client,
+        anthropic_message(text_block("S")),
+    ),
+    "chat": (
+        lambda client, **kw: openai_chat_provider(client, "m", **kw),
+        chat_client,
+        chat_completion("S"),
+    ),
+    "responses": (
+        lambda client, **kw: openai_responses_provider(client, "m", **kw),
+        responses_client,
+        responses_answer(output_message(NS(type="output_text", text="S"))),
+    ),
+    "bareagent": (
+        bareagent_provider,
+        lambda answer, recorder=Recorder: NS(create=recorder(answer)),
+        NS(text="S"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_an_async_client_gives_an_async_provider(name: str) -> None:
+    factory, make_client, answer = FACTORIES[name]
+    sync = factory(make_client(answer))
+    asynchronous = factory(make_client(answer, AsyncRecorder))
+    assert not inspect.iscoroutinefunction(sync)
+    assert inspect.iscoroutinefunction(asynchronous)
+    assert sync(PROMPT) == "S"
+    assert asyncio.run(asynchronous(PROMPT)) == "S"
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_async_create_hidden_by_a_plain_decorator_is_detected(name: str) -> None:
+    # The SDKs wrap their async create methods in plain functions (functools.wraps).
+    factory, make_client, answer = FACTORIES[name]
+    client = make_client(answer, AsyncRecorder)
+    target = client
+    path = {"anthropic": "messages", "chat": "chat.completions", "responses": "responses"}
+    for attr in path.get(name, "").split("."):
+        target = getattr(target, attr) if attr else target
+    inner = AsyncRecorder(answer)
+
+    async def create(**kwargs: Any) -> Any:
+        return await inner(**kwargs)
+
+    @functools.wraps(create)
+    def wrapper(**kwargs: Any) -> Any:
+        return create(**kwargs)
+
+    target.create = wrapper
+    summarize = factory(client)
+    assert inspect.iscoroutinefunction(summarize)
+    assert asyncio.run(summarize(PROMPT)) == "S"
+
+
+def hidden(recorder: Recorder) -> Callable[..., Any]:
+    """A plain function returning what ``recorder`` returns: nothing says it is async."""
+
+    def create(**kwargs: Any) -> Any:
+        return recorder(**kwargs)
+
+    return create
+
+
+def test_client_class_named_async_gives_an_async_provider() -> None:
+    class AsyncWrappedClient:
+        def __init__(self) -> None:
+            self.chat = NS(completions=NS(create=hidden(AsyncRecorder(chat_completion("S")))))
+
+    summarize = openai_chat_provider(AsyncWrappedClient(), "m")
+    assert inspect.iscoroutinefunction(summarize)
+    assert asyncio.run(summarize(PROMPT)) == "S"
+
+
+def test_is_async_overrides_the_detection() -> None:
+    recorder = AsyncRecorder(chat_completion("S"))
+    client = NS(chat=NS(completions=NS(create=hidden(recorder))))
+    summarize = openai_chat_provider(client, "m", is_async=True)
+    assert asyncio.run(summarize(PROMPT)) == "S"
+    with pytest.raises(TypeError, match="is_async must be a bool"):
+        openai_chat_provider(client, "m", is_async="yes")  # type: ignore[call-overload]
+
+
+def test_a_sync_provider_whose_client_returns_an_awaitable_closes_it_and_says_why() -> None:
+    recorder = AsyncRecorder(chat_completion("S"))
+    client = NS(chat=NS(completions=NS(create=hidden(recorder))))
+    summarize = openai_chat_provider(client, "m", is_async=False)
+    # filterwarnings=error turns a "coroutine ... was never awaited" warning into a failure.
+    with pytest.raises(TypeError, match="pass is_async=True"):
+        summarize(PROMPT)
+    assert recorder.calls == []  # the coroutine was closed before it ran
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_bad_clients_and_arguments_fail_at_construction() -> None:
+    with pytest.raises(TypeError, match=r"messages\.create"):
+        anthropic_provider(object(), "m")
+    with pytest.raises(TypeError, match=r"chat\.completions\.create"):
+        openai_chat_provider(NS(chat=None), "m")
+    with pytest.raises(TypeError, match=r"responses\.create"):
+        openai_responses_provider(NS(responses=NS(create="no")), "m")
+    with pytest.raises(TypeError, match="create"):
+        bareagent_provider(object())
+    client = anthropic_client(anthropic_message(text_block("S")))
+    with pytest.raises(TypeError, match="model must be a str"):
+        anthropic_provider(client, None)  # type: ignore[call-overload]
+    with pytest.raises(ValueError, match="model must not be empty"):
+        anthropic_provider(client, "")
+    with pytest.raises(TypeError, match="max_tokens must be an int"):
+        anthropic_provider(client, "m", max_tokens=True)
+    with pytest.raises(ValueError, match="max_tokens must be >= 1"):
+        bareagent_provider(NS(create=Recorder(NS(text="S"))), max_tokens=0)
+
+
+def test_a_malformed_prompt_is_a_type_error() -> None:
+    summarize = openai_chat_provider(chat_client(chat_completion("S")), "m")
+    with pytest.raises(TypeError, match="list of messages"):
+        summarize("not a prompt")
+    with pytest.raises(TypeError, match="must be dicts"):
+        summarize(["not a message"])  # type: ignore[list-item]
+
+
+# --------------------------------------------------------------------------- with a compactor
+
+
+def long_history() -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = []
+    for turn in range(6):
+        history.append({"role": "user", "content": f"question {turn} " + "x" * 400})
+        history.append({"role": "assistant", "content": f"answer {turn} " + "y" * 400})
+    history.append({"role": "user", "content": "and now?"})
+    return history
+
+
+def test_a_compactor_with_an_adapter_summarises_through_the_client() -> None:
+    client = anthropic_client(anthropic_message(text_block("Goal: answer six questions.")))
+    compactor = Compactor(provider=anthropic_provider(client, "m"), threshold=100)
+    messages = long_history()
+    result = compactor(messages)
+    assert result.action is Action.FULL
+    assert "Goal: answer six questions." in messages[0]["content"]
+    assert messages[-1] == {"role": "user", "content": "and now?"}
+    (call,) = client.messages.create.calls
+    assert "question 0" in call["messages"][0]["content"]
+
+
+def test_a_refused_summary_leaves_the_history_as_it_was() -> None:
+    refusal = anthropic_message(text_block("I can't"), stop_reason="refusal")
+    summarize = anthropic_provider(anthropic_client(refusal), "m")
+    compactor = Compactor(provider=summarize, threshold=100)
+    messages = long_history()
+    before = [dict(m) for m in messages]
+    result = compactor(messages)
+    assert result.action is Action.FAILED
+    assert result.reason == "unusable summary"
+    assert messages == before
+
+
+def test_an_async_adapter_summarises_for_async_compactor() -> None:
+    client = anthropic_client(anthropic_message(text_block("Goal: six answers.")), AsyncRecorder)
+    compactor = AsyncCompactor(provider=anthropic_provider(client, "m"), threshold=100)
+    messages = long_history()
+    result = asyncio.run(compactor(messages))
+    assert result.action is Action.FULL
+    assert "Goal: six answers." in messages[0]["content"]
+    assert len(client.messages.create.calls) == 1
+
+
+def test_an_async_adapter_given_to_the_sync_compactor_is_refused_at_once() -> None:
+    client = anthropic_client(anthropic_message(text_block("S")), AsyncRecorder)
+    with pytest.raises(TypeError, match="AsyncCompactor"):
+        Compactor(provider=anthropic_provider(client, "m"), threshold=100)
