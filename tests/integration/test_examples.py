@@ -19,8 +19,6 @@ pytest.importorskip("openai")
 
 from _fake_server import FakeServer, anthropic_client
 
-from ._known_issues import SDK_OBJECTS_BREAK_MICRO, SDK_OBJECTS_BREAK_MICRO_REASON
-
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 LOOPS = ["anthropic_loop", "async_anthropic_loop", "openai_chat_loop", "openai_responses_loop"]
 
@@ -70,20 +68,7 @@ def examples_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Done]:
     return done
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(
-                SDK_OBJECTS_BREAK_MICRO, strict=True, reason=SDK_OBJECTS_BREAK_MICRO_REASON
-            ),
-        )
-        if name.startswith("openai")
-        else name
-        for name in LOOPS
-    ],
-)
+@pytest.mark.parametrize("name", LOOPS)
 def test_the_example_loop_runs_offline_and_compacts(
     name: str, examples_run: dict[str, Done]
 ) -> None:

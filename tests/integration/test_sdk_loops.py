@@ -29,8 +29,6 @@ from _fake_server import FakeServer, anthropic_client, openai_client
 from bareagent_compact import Compactor, is_context_overflow
 from bareagent_compact.providers import openai_chat_provider
 
-from ._known_issues import SDK_OBJECTS_BREAK_MICRO, SDK_OBJECTS_BREAK_MICRO_REASON
-
 TURNS = 30
 THRESHOLD = 3000  # estimated tokens: a few big tool results go over it
 THRESHOLDS = (3000, 5000)  # a full compaction nearly every other turn; a few, with micro between
@@ -64,17 +62,8 @@ LOOPS: dict[str, Callable[[FakeServer, int, int], Report]] = {
 
 
 def dialect_params() -> list[Any]:
-    """The dialects, the OpenAI ones marked while the known core problem is present."""
-    marked = pytest.mark.xfail(
-        SDK_OBJECTS_BREAK_MICRO,
-        strict=True,
-        raises=AttributeError,
-        reason=SDK_OBJECTS_BREAK_MICRO_REASON,
-    )
-    return [
-        pytest.param(name, marks=marked) if name.startswith("openai") else name
-        for name in sorted(LOOPS)
-    ]
+    """The dialects' loops, by name."""
+    return sorted(LOOPS)
 
 
 def figures(dialect: str, report: Report, server: FakeServer) -> str:
@@ -159,12 +148,6 @@ def test_an_overflow_error_raised_by_the_real_client_is_recognised() -> None:
     assert "prompt is too long" in str(caught.value)
 
 
-@pytest.mark.xfail(
-    SDK_OBJECTS_BREAK_MICRO,
-    strict=True,
-    raises=AttributeError,
-    reason=SDK_OBJECTS_BREAK_MICRO_REASON,
-)
 def test_history_objects_from_the_sdk_become_plain_request_dicts() -> None:
     # After a turn, the compactor has turned the appended SDK objects into dicts.
     server = FakeServer(keep_bodies=True)
@@ -193,13 +176,6 @@ STRICT_CHAT_TOOLS = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    # the fake API rejects the request as the real one does (or the known problem above)
-    raises=(openai.BadRequestError, AttributeError),
-    reason="the conversion of SDK objects keeps tool_calls[].function.parsed_arguments of a "
-    "ParsedChatCompletionMessage, a response-only field the request type does not have",
-)
 def test_messages_from_chat_completions_parse_become_valid_request_dicts() -> None:
     server = FakeServer()
     client = openai_client(server)
