@@ -219,3 +219,11 @@ def test_async_compactor_summarises_in_parts_too() -> None:
     result = asyncio.run(AsyncCompactor(provider, threshold=1_000, keep_recent=1_000)(messages))
     assert result.action is Action.FULL
     assert MARKER.findall(messages[1]["content"]) == [f"MARKER{n}" for n in range(5)]
+
+
+def test_a_counter_that_ignores_its_input_still_ends_in_a_bounded_number_of_calls() -> None:
+    provider = RecordingProvider()
+    messages = session(parts=3, part_chars=300)
+    result = Compactor(provider, token_counter=lambda m: 10**6)(messages, force=True)
+    assert result.summary_calls == len(provider.prompts) <= 64
+    assert result.action in (Action.FULL, Action.FAILED)

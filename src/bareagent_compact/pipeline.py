@@ -163,7 +163,11 @@ class Plan:
     tail_start: int
     systems: list[Message]
     source: list[Message]
-    prompt: list[Message]
+    source_tokens: int
+    system_prompt: str
+    prompt: list[Message] | None
+    """The specification's one-request prompt; ``None`` when the source alone is
+    over the summariser's input budget (it is summarised in parts)."""
 
 
 def _read_summary(answer: Outcome) -> tuple[str | None, Reason | None]:
@@ -400,7 +404,7 @@ class CompactorBase(Generic[ProviderT]):
                 tokens=tokens,
                 threshold=self.threshold,
                 source_messages=len(plan.source),
-                source_tokens=self._count(plan.source),
+                source_tokens=plan.source_tokens,
                 session_id=self._session_id,
             )
             verdict: Outcome = yield HookRequest(self.before_compact, (event,))
@@ -434,7 +438,7 @@ class CompactorBase(Generic[ProviderT]):
         done = yield from summarise(
             plan.source,
             plan.prompt,
-            system_prompt=plan.prompt[0]["content"],
+            system_prompt=plan.system_prompt,
             lead_in=LANGUAGES[self.language].rolling_lead_in,
             budget=self.summary_input_tokens,
             count=self._count_list,
@@ -489,9 +493,11 @@ class CompactorBase(Generic[ProviderT]):
         if not texts:
             return plan
         heading = LANGUAGES[self.language].instructions_heading
-        system = plan.prompt[0]["content"] + "\n\n" + heading + "\n".join(texts)
-        prompt = [{"role": "system", "content": system}, plan.prompt[1]]
-        return replace(plan, prompt=prompt)
+        system = plan.system_prompt + "\n\n" + heading + "\n".join(texts)
+        prompt = None if plan.prompt is None else [
+            {"role": "system", "content": system}, plan.prompt[1]
+        ]
+        return replace(plan, system_prompt=system, prompt=prompt)
 
     def _pinned(self, plan: Plan, summary: str) -> str:
         """The pinned-facts block to append to the summary (``pin_facts=True``)."""
@@ -542,7 +548,7 @@ class CompactorBase(Generic[ProviderT]):
         """A summary longer than the source it replaces makes the history bigger:
         refused, unless the call was forced (then kept, with a warning)."""
         summary_size = self._count([{"role": "user", "content": SUMMARY_PREFIX + summary}])
-        source_size = self._count(plan.source)
+        source_size = plan.source_tokens
         if summary_size <= source_size:
             return False
         if force:
@@ -624,20 +630,27 @@ class CompactorBase(Generic[ProviderT]):
             )
         # The prompt and the system messages' copies are made before anything is
         # sent, so that an unencodable history fails before any side effect.
+        source_tokens = self._count(source)
         try:
             systems = [json_copy(m) for m in head if dialects.is_system(m)]
-            transcript = _serialize(source)
-            if self.rolling_summaries and _is_own_output(source[0], self.acknowledgement):
-                # A previous summary opens the source: say so (the lead-in line).
-                transcript = LANGUAGES[self.language].rolling_lead_in + transcript
-            prompt: list[Message] = [
-                {"role": "system", "content": self.system_prompt},
-                {"role": "user", "content": transcript},
-            ]
+            prompt: list[Message] | None = None
+            if source_tokens <= self.summary_input_tokens:
+                # Only a source that may fit is rendered whole: a larger one is
+                # rendered a part at a time, never as one transcript.
+                transcript = _serialize(source)
+                if self.rolling_summaries and _is_own_output(source[0], self.acknowledgement):
+                    # A previous summary opens the source: say so (the lead-in line).
+                    transcript = LANGUAGES[self.language].rolling_lead_in + transcript
+                prompt = [
+                    {"role": "system", "content": self.system_prompt},
+                    {"role": "user", "content": transcript},
+                ]
         except ValueError:
             logger.warning("compaction skipped: history cannot be encoded", exc_info=True)
             return self._failure(tokens, truncated, False, Reason.NOT_ENCODABLE)
-        return Plan(snapshot, head_end, start, systems, source, prompt)
+        return Plan(
+            snapshot, head_end, start, systems, source, source_tokens, self.system_prompt, prompt
+        )
 
     def _rebuild(
         self, messages: MutableSequence[Any], plan: Plan, summary: str

@@ -16,7 +16,7 @@ Like the pipeline, this never calls the provider itself: it yields
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -39,6 +39,10 @@ model's window."""
 
 MAX_HALVINGS: Final = 6
 """How many times an overflowing summary is retried with half the budget."""
+
+MAX_CUTS: Final = 8
+"""A text over its room is cut at most this many times (a counter that ignores
+its input could otherwise never be satisfied)."""
 
 MIN_BUDGET: Final = 256
 """A budget is never halved below this."""
@@ -111,30 +115,37 @@ class _Budgeted:
 
     def fit(self, text: str, room: int) -> str:
         size = self.size(text)
-        while size > room and len(text) > 1:
-            text = cut_middle(text, size, room)
+        target = room
+        for _ in range(MAX_CUTS):
+            if size <= room or len(text) <= 1:
+                break
+            text = cut_middle(text, size, target)
             size = self.size(text)
-            room -= max(1, room // 20)  # the estimate of a cut text may still be over
+            target -= max(1, target // 20)  # the count of a cut text may still be over
         return text
 
 
-def _parts(pieces: list[str], sizes: list[int], room: int) -> Generator[list[int], None, None]:
-    """Indices of consecutive pieces whose joined size fits ``room`` (one at least)."""
-    current: list[int] = []
+def _parts(source: Sequence[Message], prompts: _Budgeted, room: int) -> Iterator[str]:
+    """The transcripts of consecutive segments of ``source``, each part fitting
+    ``room`` when it can (one segment at least). Built one part at a time, so a
+    huge source is never held as one transcript."""
+    current: list[str] = []
     used = 0
-    for index, size in enumerate(sizes):
+    for segment in segments(source):
+        piece = _serialize(segment)
+        size = prompts.size(piece)
         if current and used + size > room:
-            yield current
+            yield "\n\n".join(current)
             current, used = [], 0
-        current.append(index)
+        current.append(piece)
         used += size + 1
     if current:
-        yield current
+        yield "\n\n".join(current)
 
 
 def summarise(
     source: Sequence[Message],
-    spec_prompt: list[Message],
+    spec_prompt: list[Message] | None,
     *,
     system_prompt: str,
     lead_in: str,
@@ -143,10 +154,11 @@ def summarise(
     read: Reader,
 ) -> Generator[SummaryRequest, Any, Summarised]:
     """Summarise ``source``: one request when ``spec_prompt`` fits ``budget``, else
-    the parts in order; halve the budget on a context overflow and start again."""
+    the parts in order; halve the budget on a context overflow and start again.
+    ``spec_prompt`` is ``None`` when the source is known to be over the budget."""
     calls = 0
     for _ in range(MAX_HALVINGS + 1):
-        if count(spec_prompt) <= budget:
+        if spec_prompt is not None and count(spec_prompt) <= budget:
             answer = yield SummaryRequest(spec_prompt)
             calls += 1
             if _overflowed(answer) and budget // 2 >= MIN_BUDGET:
@@ -176,27 +188,25 @@ def _in_parts(
     source: Sequence[Message], prompts: _Budgeted, lead_in: str, read: Reader
 ) -> Generator[SummaryRequest, Any, Summarised]:
     budget = prompts.budget
-    pieces = [_serialize(segment) for segment in segments(source)]
     # The running summary takes at most a quarter of the room; the parts the rest.
     room = max(1, budget - prompts.fixed - prompts.size(lead_in))
     part_room = max(1, room - room // 4)
-    sizes = [prompts.size(piece) for piece in pieces]
-    groups = list(_parts(pieces, sizes, part_room))
     running: str | None = None
     calls = 0
-    for number, group in enumerate(groups, start=1):
-        text = "\n\n".join(pieces[i] for i in group)
+    for text in _parts(source, prompts, part_room):
         if running is None:
             body = prompts.fit(text, room)
         else:
             previous = prompts.fit(f"[user]\n{SUMMARY_PREFIX}{running}", room // 4)
             body = lead_in + previous + "\n\n" + prompts.fit(text, part_room)
-        logger.info("summarising part %d of %d", number, len(groups))
-        answer = yield SummaryRequest(prompts.prompt(body))
+        del text
         calls += 1
+        logger.info("summarising part %d", calls)
+        answer = yield SummaryRequest(prompts.prompt(body))
+        del body
         if _overflowed(answer):
-            return Summarised(None, Reason.CONTEXT_OVERFLOW, calls, len(groups))
+            return Summarised(None, Reason.CONTEXT_OVERFLOW, calls, calls)
         running, reason = read(answer)
         if running is None:
-            return Summarised(None, reason, calls, len(groups))
-    return Summarised(running, None, calls, len(groups))
+            return Summarised(None, reason, calls, calls)
+    return Summarised(running, None, calls, calls)
