@@ -329,10 +329,10 @@ def _freed_quarters(due: Due) -> int:
     return value_quarters(due.record["content"]) - text_quarters(due.marker)
 
 
-def _grows_or_short(due: Due, freed: int, min_chars: int) -> bool:
-    """True for a result ``min_chars`` keeps whole: shorter than ``min_chars``, or one
-    its marker would not shrink (in estimated weight, and for text in characters)."""
-    if due.chars < min_chars or freed <= 0:
+def _would_grow(due: Due, freed: int) -> bool:
+    """True for a result its marker would not shrink (in estimated weight, and for
+    text also in characters)."""
+    if freed <= 0:
         return True
     content = due.record["content"]
     return isinstance(content, str) and len(due.marker) >= len(content)
@@ -351,16 +351,20 @@ def select_micro(
     and in one go.
     """
     exclude = options.exclude_tools
-    chosen = [due for due in planned if due.record["tool_name"] not in exclude]
-    if not chosen or (options.min_chars is None and not options.clear_at_least):
+    min_chars = options.min_chars
+    chosen = [
+        due
+        for due in planned
+        if due.record["tool_name"] not in exclude and (min_chars is None or due.chars >= min_chars)
+    ]
+    if not chosen or (min_chars is None and not options.clear_at_least):
         return chosen
     freed = [_freed_quarters(due) for due in chosen]
-    if options.min_chars is not None:
-        min_chars = options.min_chars
+    if min_chars is not None:
         kept = [
             (due, saved)
             for due, saved in zip(chosen, freed, strict=True)
-            if not _grows_or_short(due, saved, min_chars)
+            if not _would_grow(due, saved)
         ]
         chosen = [due for due, _ in kept]
         freed = [saved for _, saved in kept]
