@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
 from typing import Any, Final, NamedTuple, TypeAlias
 
@@ -13,6 +13,7 @@ from bareagent_compact.dialects import UNKNOWN_TOOL
 from bareagent_compact.plain import plain_messages
 from bareagent_compact.protocols import ArchiveHook, ArchiveRecord, Message
 from bareagent_compact.serialize import render_content
+from bareagent_compact.tokens import quarters_to_tokens, text_quarters, value_quarters
 from bareagent_compact.validate import validate_messages
 
 logger = logging.getLogger(__name__)
@@ -59,11 +60,15 @@ def is_truncated(content: Any) -> bool:
 
 
 class Due(NamedTuple):
-    """One tool result micro-compaction is about to truncate."""
+    """One tool result micro-compaction is about to truncate.
+
+    ``chars`` is the length of the result's text, the number the marker shows.
+    """
 
     slot: dialects.Slot
     marker: str
     record: ArchiveRecord
+    chars: int = 0
 
 
 def stale_end(messages: Sequence[Any], keep_recent: int) -> int | None:
@@ -193,7 +198,7 @@ def _plan(messages: Sequence[Any], end: int, slots: list[dialects.Slot]) -> list
             "tool_name": tool_name,
             "content": content,
         }
-        planned.append(Due(slot, truncation_marker(tool_name, chars), record))
+        planned.append(Due(slot, truncation_marker(tool_name, chars), record, chars))
     return planned
 
 
@@ -217,6 +222,170 @@ def undo_micro(undo: Undo) -> None:
     """Put back what :func:`apply_micro` replaced, newest first."""
     for holder, key, original in reversed(undo):
         holder[key] = original
+
+
+MICRO_SPEC: Final = "spec"
+"""``micro="spec"``: the specification's micro-compaction (the default)."""
+
+MICRO_CACHE_FRIENDLY: Final = "cache-friendly"
+"""``micro="cache-friendly"``: the preset of :data:`CACHE_FRIENDLY`."""
+
+
+class MicroOptions(NamedTuple):
+    """The opt-in micro-compaction options; the defaults are the specification's behaviour.
+
+    ``min_chars``: results whose text is shorter are never truncated, and no result
+    is replaced by a marker that weighs as much as itself (``None``: off).
+    ``exclude_tools``: tool names whose results are never truncated.
+    ``clear_at_least``: estimated tokens a rewrite must free; below that nothing is
+    truncated unless the history is over the threshold (``0``: every turn).
+    """
+
+    min_chars: int | None = None
+    exclude_tools: frozenset[str] = frozenset()
+    clear_at_least: int = 0
+
+    @property
+    def is_spec(self) -> bool:
+        """True when no option is on: micro-compaction is the specification's."""
+        return self.min_chars is None and not self.exclude_tools and not self.clear_at_least
+
+
+class Preset(NamedTuple):
+    """The values a ``micro=`` preset gives the options left unset."""
+
+    keep_recent: int
+    min_chars: int | None
+    clear_fraction: float
+    """``clear_at_least`` as a fraction of the compactor's threshold."""
+
+
+CACHE_FRIENDLY: Final = Preset(keep_recent=1, min_chars=2000, clear_fraction=0.3)
+"""``micro="cache-friendly"``: keep the newest result unit whole, never truncate a
+result under 2,000 characters (nor grow one), and rewrite old results only when
+that frees 0.3 x threshold or the history is over the threshold (values chosen
+by measurement, see ``docs/performance.md``)."""
+
+_PRESETS: Final = {
+    MICRO_SPEC: Preset(DEFAULT_KEEP_RECENT, None, 0.0),
+    MICRO_CACHE_FRIENDLY: CACHE_FRIENDLY,
+}
+
+
+def _check_count(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return value
+
+
+def check_exclude_tools(exclude_tools: object) -> frozenset[str]:
+    """Validate ``exclude_tools``: a collection of tool names (``str``), not one ``str``."""
+    if exclude_tools is None:
+        return frozenset()
+    if isinstance(exclude_tools, str | bytes) or not isinstance(exclude_tools, Iterable):
+        raise TypeError(
+            "exclude_tools must be a collection of tool names (e.g. a list of str), got "
+            f"{type(exclude_tools).__name__}"
+        )
+    names = frozenset(exclude_tools)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"exclude_tools must hold str tool names, got {type(name).__name__}")
+    return names
+
+
+def resolve_micro(
+    micro: object,
+    threshold: int,
+    *,
+    keep_recent: object,
+    min_chars: object,
+    exclude_tools: object,
+    clear_at_least: object,
+) -> tuple[int, MicroOptions]:
+    """Check the micro-compaction options and fill the unset ones (``None``) from the
+    ``micro`` preset; returns ``keep_recent`` and the :class:`MicroOptions`."""
+    if not isinstance(micro, str):
+        raise TypeError(f"micro must be a str, got {type(micro).__name__}")
+    preset = _PRESETS.get(micro)
+    if preset is None:
+        raise ValueError(f"micro must be one of {sorted(_PRESETS)}, got {micro!r}")
+    keep = preset.keep_recent if keep_recent is None else check_keep_recent(keep_recent)
+    if min_chars is None:
+        min_chars = preset.min_chars
+    else:
+        min_chars = _check_count("micro_min_chars", min_chars)
+    if clear_at_least is None:
+        clear_at_least = round(preset.clear_fraction * threshold)
+    else:
+        clear_at_least = _check_count("clear_at_least", clear_at_least)
+    return keep, MicroOptions(min_chars, check_exclude_tools(exclude_tools), clear_at_least)
+
+
+def _freed_quarters(due: Due) -> int:
+    """What truncating ``due`` saves, in quarter tokens of the built-in estimate."""
+    return value_quarters(due.record["content"]) - text_quarters(due.marker)
+
+
+def _would_grow(due: Due, freed: int) -> bool:
+    """True for a result its marker would not shrink (in estimated weight, and for
+    text also in characters)."""
+    if freed <= 0:
+        return True
+    content = due.record["content"]
+    return isinstance(content, str) and len(due.marker) >= len(content)
+
+
+def select_micro(
+    planned: Sequence[Due], options: MicroOptions, must_clear: Callable[[], bool]
+) -> list[Due]:
+    """The planned results micro-compaction truncates now under ``options``.
+
+    Results of excluded tools, and with ``min_chars`` short results and those a
+    marker would not shrink, are left whole. With ``clear_at_least`` it is all of
+    the rest or none: all when together they free at least that many estimated
+    tokens or when ``must_clear()`` says so (the history is over the threshold,
+    or a full compaction is forced), so the prefix of the history changes rarely
+    and in one go.
+    """
+    exclude = options.exclude_tools
+    min_chars = options.min_chars
+    chosen = [
+        due
+        for due in planned
+        if due.record["tool_name"] not in exclude and (min_chars is None or due.chars >= min_chars)
+    ]
+    if not chosen or (min_chars is None and not options.clear_at_least):
+        return chosen
+    freed = [_freed_quarters(due) for due in chosen]
+    if min_chars is not None:
+        kept = [
+            (due, saved)
+            for due, saved in zip(chosen, freed, strict=True)
+            if not _would_grow(due, saved)
+        ]
+        chosen = [due for due, _ in kept]
+        freed = [saved for _, saved in kept]
+    if not chosen or not options.clear_at_least:
+        return chosen
+    if quarters_to_tokens(sum(freed)) >= options.clear_at_least or must_clear():
+        return chosen
+    return []
+
+
+def changes_prefix(messages: Sequence[Any], undo: Undo) -> bool:
+    """True when ``undo`` records a change to a message before the newest one, which
+    invalidates a prompt cache from that message on."""
+    if not undo or not messages:
+        return False
+    last = messages[-1]
+    newest = {id(last)}
+    content = last.get("content") if isinstance(last, dict) else None
+    if isinstance(content, list):
+        newest.update(id(block) for block in content)
+    return any(id(holder) not in newest for holder, _, _ in undo)
 
 
 def archive_all(planned: Sequence[Due], archive: ArchiveHook | None) -> list[bool]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable, Generator, MutableSequence, Sequence
+from collections.abc import Callable, Generator, Iterable, MutableSequence, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Generic, NamedTuple, TypeAlias, TypeVar
 
@@ -21,13 +21,16 @@ from bareagent_compact import dialects
 from bareagent_compact._json import json_copy
 from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS, extract, pinned_block
 from bareagent_compact.micro import (
-    DEFAULT_KEEP_RECENT,
+    MICRO_SPEC,
     Due,
+    MicroOptions,
     Undo,
     apply_micro,
-    check_keep_recent,
+    changes_prefix,
     plan_micro,
     plan_plain_micro,
+    resolve_micro,
+    select_micro,
     undo_micro,
 )
 from bareagent_compact.pairs import find_orphans
@@ -229,7 +232,7 @@ class CompactorBase(Generic[ProviderT]):
         threshold: int = DEFAULT_THRESHOLD,
         session_id: str = "default",
         *,
-        keep_recent: int = DEFAULT_KEEP_RECENT,
+        keep_recent: int | None = None,
         system_prompt: str | None = None,
         acknowledgement: str | None = None,
         token_counter: TokenCounter = estimate_tokens,
@@ -245,6 +248,10 @@ class CompactorBase(Generic[ProviderT]):
         keep_tail_tokens: int = 0,
         before_compact: BeforeCompactHook | None = None,
         after_compact: AfterCompactHook | None = None,
+        micro: str = MICRO_SPEC,
+        micro_min_chars: int | None = None,
+        exclude_tools: Iterable[str] | None = None,
+        clear_at_least: int | None = None,
     ) -> None:
         _check_callable("provider", provider, optional=False)
         if transcript_mgr is not None and not callable(getattr(transcript_mgr, "save", None)):
@@ -281,7 +288,17 @@ class CompactorBase(Generic[ProviderT]):
         self.provider = provider
         self.transcript_mgr = transcript_mgr
         self.threshold = threshold
-        self.keep_recent = check_keep_recent(keep_recent)
+        # keep_recent, micro_min_chars and clear_at_least left as None take the
+        # values of the ``micro`` preset (the specification's: 3, off, 0).
+        self.keep_recent, self.micro_options = resolve_micro(
+            micro,
+            threshold,
+            keep_recent=keep_recent,
+            min_chars=micro_min_chars,
+            exclude_tools=exclude_tools,
+            clear_at_least=clear_at_least,
+        )
+        self.micro = micro
         self.system_prompt = system_prompt
         self.acknowledgement = acknowledgement
         self.token_counter = token_counter
@@ -367,6 +384,13 @@ class CompactorBase(Generic[ProviderT]):
             plain_messages(messages)
             validate_messages(messages)
             planned = plan_plain_micro(messages, self.keep_recent)
+        options: MicroOptions = self.micro_options
+        if planned and not options.is_spec:
+            # Over the threshold (or forced) everything eligible is cleared before
+            # the full compaction is decided on.
+            planned = select_micro(
+                planned, options, lambda: force or self._count(messages) > self.threshold
+            )
         undo: Undo = []
         if planned:
             keep = None
@@ -374,13 +398,17 @@ class CompactorBase(Generic[ProviderT]):
                 keep = yield ArchiveRequest(self._archive_records(planned))
             undo = apply_micro(planned, keep)
         truncated = len(undo)
+        prefix_changed = changes_prefix(messages, undo)
         try:
-            return (yield from self._full(messages, force, truncated, instructions))
+            result = yield from self._full(messages, force, truncated, instructions)
         except GeneratorExit:
             # The driver gave up (cancelled or interrupted) during a request: the
             # history goes back exactly as it was.
             undo_micro(undo)
             raise
+        if prefix_changed or result.action is Action.FULL:
+            result = replace(result, prefix_changed=True)
+        return result
 
     def _full(
         self,

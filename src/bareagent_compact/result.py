@@ -81,6 +81,10 @@ class CompactionResult:
     ``summary_calls`` is how many times the provider was called, and ``parts``
     how many parts the summary source was summarised in (1 when it fit the
     summariser's input budget; 0 when no summary was asked for).
+    ``prefix_changed`` is true when the call changed a message before the newest
+    one (a truncated older result, or a summary): a provider's prompt cache of the
+    history breaks at that point, so the next request writes it again. It takes
+    no part in ``==``, so results compare as they did before it existed.
     """
 
     action: Action
@@ -97,6 +101,7 @@ class CompactionResult:
     rebuilt: tuple[Any, ...] = field(default=(), compare=False, repr=False)
     """The history the rebuild made, before any message that arrived during the
     summary (the same objects), for ``undo``."""
+    prefix_changed: bool = field(default=False, compare=False)
 
     @property
     def compacted(self) -> bool:
