@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
 import shlex
 import sqlite3
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -547,3 +549,37 @@ def test_python_m_runs_the_verbs_with_exit_codes(tmp_path: Path) -> None:
         capture_output=True, text=True, encoding="utf-8", check=False,
     )  # fmt: skip
     assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_compact_timeout_kills_the_whole_command_group(tmp_path: Path) -> None:
+    history = tmp_path / "h.json"
+    history.write_text(json.dumps([
+        {"role": "user", "content": "a " * 50}, {"role": "assistant", "content": "b " * 50},
+        {"role": "user", "content": "next"},
+    ]))
+    marker = tmp_path / "still-running"
+    command = f"sh -c 'sleep 2; touch {marker}'"
+    code = subprocess.run(
+        [sys.executable, "-m", "bareagent_compact", "compact", str(history),
+         "--provider-cmd", command, "--timeout", "0.5"],
+        capture_output=True, text=True, check=False,
+    ).returncode
+    assert code == 1
+    time.sleep(2.5)
+    assert not marker.exists()  # the grandchild was killed with its group
+    assert os.path.exists(history)
+
+
+def test_compact_with_nothing_to_summarise_exits_0_and_writes_the_history(
+    tmp_path: Path,
+) -> None:
+    history = tmp_path / "e.json"
+    history.write_text("[]")
+    out = tmp_path / "out.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bareagent_compact", "compact", str(history),
+         "--provider-cmd", "cat", "--out", str(out)],
+        capture_output=True, text=True, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text()) == []

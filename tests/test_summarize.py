@@ -227,3 +227,21 @@ def test_a_counter_that_ignores_its_input_still_ends_in_a_bounded_number_of_call
     result = Compactor(provider, token_counter=lambda m: 10**6)(messages, force=True)
     assert result.summary_calls == len(provider.prompts) <= 64
     assert result.action in (Action.FULL, Action.FAILED)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"summary_input_tokens": 256},
+        {"summary_input_tokens": 1000, "system_prompt": "Summarise it carefully. " * 120},
+        {"token_counter": lambda m: 70_000},
+    ],
+)
+def test_a_budget_eaten_by_the_prompt_itself_still_ends(options: dict[str, Any]) -> None:
+    messages = [{"role": "user", "content": "start"}]
+    for turn in range(5):
+        messages += tool_round(f"t{turn}", "bash", "x " * 300)
+    provider = RecordingProvider()
+    result = Compactor(provider, threshold=100, keep_recent=100, **options)(messages)
+    assert result.action in (Action.FULL, Action.FAILED)
+    assert result.summary_calls == len(provider.prompts) <= 64

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -33,7 +34,7 @@ from bareagent_compact.plot import marks_line, sparkline, svg_chart
 from bareagent_compact.prompts import DEFAULT_THRESHOLD
 from bareagent_compact.protocols import Message, SummaryProvider
 from bareagent_compact.replay import ReplayResult, TurnRecord, replay
-from bareagent_compact.result import Action
+from bareagent_compact.result import Action, Reason
 from bareagent_compact.serialize import _serialize
 from bareagent_compact.tokens import estimate_tokens
 
@@ -97,21 +98,26 @@ class CommandProvider:
             text = json.dumps(prompt, ensure_ascii=False)
         else:
             text = "\n\n".join(str(m.get("content", "")) for m in prompt)
+        # Its own process group, so that a timeout ends the command and everything
+        # it started (a model CLI under `sh -c` keeps running, and billing, otherwise).
+        process = subprocess.Popen(
+            self.command,
+            shell=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            start_new_session=True,
+        )
         try:
-            done = subprocess.run(
-                self.command,
-                shell=True,
-                input=text,
-                capture_output=True,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-                timeout=self.timeout,
-                check=False,
-            )
+            stdout, stderr = process.communicate(text, timeout=self.timeout)
         except subprocess.TimeoutExpired:
+            _kill_group(process)
             self.error = f"the summary command timed out after {self.timeout:g}s"
             raise RuntimeError(self.error) from None
+        done = subprocess.CompletedProcess(self.command, process.returncode, stdout, stderr)
         if done.returncode != 0:
             tail = done.stderr.strip().splitlines()[-3:]
             self.error = f"the summary command exited with status {done.returncode}" + (
@@ -121,6 +127,15 @@ class CommandProvider:
         if not done.stdout.strip():
             self.error = "the summary command printed nothing"
         return done.stdout.strip()
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    """End a timed-out command and every process it started, then reap it."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, AttributeError):
+        process.kill()
+    process.communicate()
 
 
 class _Brief(logging.Formatter):
@@ -404,7 +419,13 @@ def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
         "truncated": result.truncated,
         "reason": result.reason,
     }
-    if result.action is not Action.FULL:
+    if result.action is not Action.FULL and result.reason in (
+        Reason.NOTHING_TO_SUMMARISE,
+        Reason.NOTHING_NEW,
+    ):
+        # Nothing to do is not a failure: the history is written as it is.
+        logging.getLogger(__name__).info("no compaction: %s", result.reason)
+    elif result.action is not Action.FULL:
         detail = provider.error or result.reason or result.action.value
         raise CommandFailed(f"no compaction: {detail}; nothing written")
     text = dump_history(history, messages)

@@ -56,11 +56,11 @@ class Compactor(CompactorBase[SummaryProvider]):
                 )
         self._lock = threading.RLock()
 
-    def undo(self, messages: MutableSequence[Any], result: CompactionResult) -> None:
+    def undo(self, messages: MutableSequence[Any], result: CompactionResult) -> bool:
         """Put back the history the full compaction of ``result`` replaced (see
         :meth:`CompactorBase.undo`); what was appended since is kept after it."""
         with self._lock:
-            super().undo(messages, result)
+            return super().undo(messages, result)
 
     def set_session_id(self, session_id: str) -> None:
         """Rebind the session id (call it on ``/new`` and ``/resume``)."""

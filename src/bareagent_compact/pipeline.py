@@ -543,21 +543,22 @@ class CompactorBase(Generic[ProviderT]):
             logger.warning("pinning facts failed; the summary is kept without them", exc_info=True)
             return ""
 
-    def undo(self, messages: MutableSequence[Any], result: CompactionResult) -> None:
-        """Put back the history a full compaction replaced, in place.
+    def undo(self, messages: MutableSequence[Any], result: CompactionResult) -> bool:
+        """Put back the history a full compaction replaced, in place; ``True`` if done.
 
         ``result`` is the ``CompactionResult`` of that compaction. The messages
         appended since it (or while it ran) are kept after the restored history.
-        Raises ``ValueError`` when ``result`` is not a full compaction or the
-        history has changed since other than by appending (for example by a
-        later full compaction), and ``TypeError`` for arguments of the wrong type.
+        A result that is not a full compaction replaced nothing: ``False``,
+        nothing changes. Raises ``ValueError`` when the history has changed since
+        other than by appending (for example by a later full compaction), and
+        ``TypeError`` for arguments of the wrong type.
         """
         if not isinstance(result, CompactionResult):
             raise TypeError(f"result must be a CompactionResult, got {type(result).__name__}")
         if not isinstance(messages, MutableSequence):
             raise TypeError(f"messages must be a list, got {type(messages).__name__}")
         if result.action is not Action.FULL or not result.rebuilt:
-            raise ValueError("only the result of a full compaction can be undone")
+            return False
         rebuilt = result.rebuilt
         current = list(messages)
         if len(current) < len(rebuilt) or any(
@@ -568,6 +569,7 @@ class CompactorBase(Generic[ProviderT]):
                 "it cannot be undone"
             )
         _replace_all(messages, [*result.replaced, *current[len(rebuilt) :]])
+        return True
 
     def _count_list(self, messages: list[Message]) -> int:
         return self._count(messages)
