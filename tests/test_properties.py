@@ -23,6 +23,7 @@ from bareagent_compact import (
     _serialize,
     estimate_tokens,
     find_orphans,
+    repair_tool_pairs,
 )
 from conftest import MemoryTranscripts, RecordingProvider
 
@@ -229,3 +230,64 @@ def test_random_histories_keep_every_invariant(block: int) -> None:
         assert result.tokens_before == estimate_tokens(expected_micro)
         assert isinstance(_serialize(messages), str)
     assert stats["full"] > 0 and stats["failed"] > 0 and stats["malformed"] > 0, stats
+
+
+def _strings(value: Any) -> list[str]:
+    """Every non-empty text and content string inside ``value`` (not ids, types or
+    tool inputs, which a repair renders as JSON), for a "nothing was dropped" check."""
+    if isinstance(value, str):
+        return [value] if value else []
+    if isinstance(value, dict):
+        return [s for key in ("text", "content") for s in _strings(value.get(key))]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+@pytest.mark.parametrize("block", range(5))
+def test_aliased_messages_and_appends_during_the_summary_keep_every_invariant(
+    block: int,
+) -> None:
+    stats = {"full": 0, "appended": 0, "aliased": 0}
+    for case_number in range(block * 300, (block + 1) * 300):
+        rng = random.Random(f"alias-{case_number}")
+        case = Case(rng)
+        if case.malformed:
+            continue
+        messages = case.messages
+        if messages and rng.random() < 0.6:
+            # One message dict listed twice: a caller that appended the same object again.
+            original = rng.choice(messages)
+            messages.insert(rng.randint(messages.index(original) + 1, len(messages)), original)
+            stats["aliased"] += 1
+        arrivals = [
+            {"role": "user", "content": f"arrived {n}"} for n in range(rng.choice([0, 0, 1, 2]))
+        ]
+
+        def provider(prompt: list[dict[str, Any]], arrivals: list[Any] = arrivals) -> str:
+            messages.extend(arrivals)  # appended while the summary is being made
+            return "summary 摘要"
+
+        systems = [copy.deepcopy(m) for m in messages if m["role"] == "system"]
+        compactor = Compactor(
+            provider, threshold=rng.choice([0, 500]), keep_recent=rng.randint(0, 3)
+        )
+        result = compactor(messages, force=rng.random() < 0.5)
+        assert [m for m in messages if m["role"] == "system"][: len(systems)] == systems
+        if arrivals and result.summary_calls:
+            assert messages[-len(arrivals):] == arrivals, case_number
+            assert all(a is b for a, b in zip(messages[-len(arrivals):], arrivals, strict=True))
+            stats["appended"] += 1
+        stats["full"] += result.action is Action.FULL
+        after_micro = copy.deepcopy(messages)
+        assert _micro_compact(messages, compactor.keep_recent) == 0, case_number
+        assert messages == after_micro, case_number
+
+        # Repair with aliases: orphans gone, no text lost.
+        repaired = copy.copy(case.messages)
+        before = sorted(_strings(copy.deepcopy(repaired)))
+        repair_tool_pairs(repaired)
+        assert find_orphans(repaired) == [], case_number
+        text_after = "\n".join(_strings(repaired))
+        assert all(s in text_after for s in before), case_number
+    assert stats["full"] > 0 and stats["appended"] > 0 and stats["aliased"] > 0, stats
