@@ -264,7 +264,11 @@ def test_aliased_messages_and_appends_during_the_summary_keep_every_invariant(
             {"role": "user", "content": f"arrived {n}"} for n in range(rng.choice([0, 0, 1, 2]))
         ]
 
-        def provider(prompt: list[dict[str, Any]], arrivals: list[Any] = arrivals) -> str:
+        def provider(
+            prompt: list[dict[str, Any]],
+            arrivals: list[Any] = arrivals,
+            messages: list[Any] = messages,
+        ) -> str:
             messages.extend(arrivals)  # appended while the summary is being made
             return "summary 摘要"
 
