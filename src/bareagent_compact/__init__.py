@@ -29,6 +29,7 @@ from bareagent_compact.serialize import _serialize
 from bareagent_compact.sqlstore import SqlTranscriptManager
 from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.transcripts import JsonlTranscriptManager, Snapshot
+from bareagent_compact.usage import input_tokens_of
 
 __version__ = "0.1.0"
 
@@ -64,6 +65,7 @@ __all__ = [
     "_serialize",
     "estimate_tokens",
     "find_orphans",
+    "input_tokens_of",
     "is_context_overflow",
     "repair_tool_pairs",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from collections.abc import MutableSequence
+from collections.abc import MutableSequence, Sequence
 from typing import Any
 
 from bareagent_compact.pipeline import (
@@ -61,6 +61,12 @@ class Compactor(CompactorBase[SummaryProvider]):
         :meth:`CompactorBase.undo`); what was appended since is kept after it."""
         with self._lock:
             return super().undo(messages, result)
+
+    def record_usage(self, messages: Sequence[Any], usage: object) -> None:
+        """Anchor the count on the usage the API reported (see
+        :meth:`CompactorBase.record_usage`)."""
+        with self._lock:
+            super().record_usage(messages, usage)
 
     def set_session_id(self, session_id: str) -> None:
         """Rebind the session id (call it on ``/new`` and ``/resume``)."""

@@ -20,6 +20,7 @@ from typing import Any, Final, Generic, NamedTuple, TypeAlias, TypeVar
 from bareagent_compact import dialects
 from bareagent_compact._json import json_copy
 from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS, extract, pinned_block
+from bareagent_compact.ledger import UsageLedger
 from bareagent_compact.micro import (
     MICRO_SPEC,
     Due,
@@ -34,7 +35,7 @@ from bareagent_compact.micro import (
     undo_micro,
 )
 from bareagent_compact.pairs import find_orphans
-from bareagent_compact.plain import plain_messages
+from bareagent_compact.plain import plain_messages, plain_view
 from bareagent_compact.prompts import (
     DEFAULT_THRESHOLD,
     LANGUAGES,
@@ -64,6 +65,7 @@ from bareagent_compact.summarize import (
     summarise,
 )
 from bareagent_compact.tokens import estimate_tokens
+from bareagent_compact.usage import input_tokens_of
 from bareagent_compact.validate import validate_messages
 
 logger = logging.getLogger("bareagent_compact.compactor")
@@ -235,7 +237,7 @@ class CompactorBase(Generic[ProviderT]):
         keep_recent: int | None = None,
         system_prompt: str | None = None,
         acknowledgement: str | None = None,
-        token_counter: TokenCounter = estimate_tokens,
+        token_counter: TokenCounter | None = None,
         keep_tool_pairs: bool = True,
         archive: ArchiveHook | None = None,
         require_snapshot: bool = True,
@@ -278,7 +280,7 @@ class CompactorBase(Generic[ProviderT]):
             ("keep_tail_tokens", keep_tail_tokens, 0),
         ):
             _check_int(name, number, minimum)
-        _check_callable("token_counter", token_counter, optional=False)
+        _check_callable("token_counter", token_counter, optional=True)
         for name, hook in (
             ("archive", archive),
             ("before_compact", before_compact),
@@ -301,7 +303,10 @@ class CompactorBase(Generic[ProviderT]):
         self.micro = micro
         self.system_prompt = system_prompt
         self.acknowledgement = acknowledgement
-        self.token_counter = token_counter
+        self.token_counter = estimate_tokens if token_counter is None else token_counter
+        # Without a counter of the caller's, the history's count is anchored on the
+        # usage the API reports (record_usage); until then it is the estimate.
+        self._ledger = UsageLedger() if token_counter is None else None
         self.keep_tool_pairs = bool(keep_tool_pairs)
         self.archive = archive
         self.require_snapshot = bool(require_snapshot)
@@ -361,6 +366,26 @@ class CompactorBase(Generic[ProviderT]):
             return estimate_tokens(list(messages))
         return tokens
 
+    def _count_history(self, messages: MutableSequence[Any]) -> int:
+        """The count of the whole history, the one the trigger compares."""
+        if self._ledger is None:
+            return self._count(messages)
+        return self._ledger.count(messages if isinstance(messages, list) else list(messages))
+
+    def record_usage(self, messages: Sequence[Any], usage: object) -> None:
+        """Anchor the count on what the API reported for a request carrying ``messages``.
+
+        Call it right after each model call, with the list exactly as it was sent
+        (before the reply is appended). ``usage`` is the response's usage object or
+        dict (Anthropic, OpenAI Chat or Responses) or the full input size as an
+        ``int`` (see :func:`~bareagent_compact.input_tokens_of`). Ignored when the
+        compactor was given a ``token_counter``.
+        """
+        tokens = input_tokens_of(usage)
+        if self._ledger is not None:
+            view = plain_view(messages)  # SDK objects read as dicts, the list unchanged
+            self._ledger.record(view if isinstance(view, list) else list(view), tokens)
+
     def _archive_records(self, planned: Sequence[Due]) -> list[ArchiveRecord]:
         session_id = self._session_id
         return [{**due.record, "session_id": session_id} for due in planned]
@@ -417,7 +442,7 @@ class CompactorBase(Generic[ProviderT]):
         truncated: int,
         instructions: str | None,
     ) -> Steps:
-        tokens = self._count(messages)
+        tokens = self._count_history(messages)
         self._calls += 1
         plan = self._plan(messages, force, tokens, truncated)
         if isinstance(plan, CompactionResult):
@@ -492,7 +517,7 @@ class CompactorBase(Generic[ProviderT]):
             else:
                 self._failures = 0
                 # Nothing below may raise: the summary is in hand and the history rebuilt.
-                after = self._count(messages)
+                after = self._count_history(messages)
                 try:
                     self._warn_about(messages, plan, tokens, after)
                 except Exception:  # a malformed block must not turn success into an exception

@@ -1,0 +1,479 @@
+"""A token count anchored on the input sizes a model API reports (the usage ledger).
+
+Every response says exactly how large its request was. The ledger keeps, for each
+message of the last reported request, the share of that size it was charged; what
+the request cost beyond its messages (system prompt, tool definitions) is the
+overhead. A count is then:
+
+    overhead + charges of the messages still there, unchanged + estimate of the rest
+
+where "the rest" is whatever is new or was edited since the last report (new
+turns, results truncated by micro-compaction, a summary). Content that left the
+history leaves at the size it was charged, so the bias of an estimate never
+outlives one report. The estimate of new content is linear in a few cheap counts
+per message (characters by class, runs of letters, digits, punctuation and
+spaces, structure), with weights refitted by recursive least squares on each
+report's exact size of the new content.
+
+Per-message work is done once: messages are remembered by identity with a check
+of their content (so in-place edits are seen) and, failing that, by content
+(so a caller that rebuilds its dicts every turn loses nothing). Only the messages
+of the latest list are kept. Before the first report the count is exactly
+:func:`~bareagent_compact.estimate_tokens`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from itertools import compress, repeat
+from operator import add, attrgetter, eq, mul, not_, sub
+from typing import Any, Final
+
+from bareagent_compact.protocols import Message
+from bareagent_compact.tokens import MAX_DEPTH, estimate_tokens
+from bareagent_compact.validate import not_a_dict, not_a_list
+
+logger = logging.getLogger(__name__)
+
+# ---------------------------------------------------------------- features
+
+# One byte per character: its class. UTF-8 continuation bytes are dropped, so a
+# character above U+007F is counted once, by its leading byte.
+_LETTER, _DIGIT, _SPACE, _NEWLINE, _PUNCT, _CJK, _WIDE = b"a0 \n.cw"
+
+
+def _class_of(byte: int) -> int:
+    if byte >= 0xF0 or 0xC0 <= byte < 0xE0:
+        return _WIDE  # two- and four-byte characters (Latin, Cyrillic, emoji, ...)
+    if byte >= 0xE0:
+        return _CJK  # three-byte characters: CJK, kana, hangul, most symbols
+    char = chr(byte)
+    if char == "\n":
+        return _NEWLINE
+    if char.isspace() or byte < 0x20 or byte == 0x7F:
+        return _SPACE
+    if char.isdigit():
+        return _DIGIT
+    if char.isalpha():
+        return _LETTER
+    return _PUNCT
+
+
+_CLASSES: Final = bytes(_class_of(b) for b in range(256))
+_CONTINUATION: Final = bytes(range(0x80, 0xC0))
+
+
+def _bytes_of(*classes: int) -> bytes:
+    """The lone or leading UTF-8 bytes in any of ``classes``."""
+    return bytes(b for b in range(256) if _CLASSES[b] in classes and not 0x80 <= b < 0xC0)
+
+
+_LETTERS_SPACES: Final = _bytes_of(_LETTER, _SPACE, _NEWLINE)
+_DIGITS: Final = _bytes_of(_DIGIT)
+_NEWLINES: Final = bytes((_NEWLINE,))
+_NOT_LEADS: Final = bytes(range(0xC0))  # what is not the first byte of a wide character
+_CJK_LEADS: Final = _bytes_of(_CJK)
+
+
+def _runs_table(*members: int) -> bytes:
+    """Maps the class bytes in ``members`` to ``x`` and every other byte to a space."""
+    return bytes(ord("x") if b in members else ord(" ") for b in range(256))
+
+
+_RUN_TABLES: Final = (_runs_table(_DIGIT), _runs_table(_PUNCT), _runs_table(_SPACE, _NEWLINE))
+_SAMPLE_WINDOWS: Final = 8
+_SAMPLE_WINDOW: Final = 128
+_SAMPLED: Final = 2 * _SAMPLE_WINDOWS * _SAMPLE_WINDOW
+"""Runs in a longer text are counted in this many evenly spread windows of this
+many bytes: the make-up of a tool's output varies little along it."""
+
+FEATURES: Final = (
+    "messages",
+    "strings",
+    "characters",
+    "letters, digits and spaces",
+    "digits",
+    "cjk",
+    "wide",
+    "newlines",
+    "digit runs",
+    "punctuation runs",
+    "space runs",
+)
+"""What the weights apply to, per message: structure, then the text's counts
+(runs estimated from a sample of a long text)."""
+_N: Final = len(FEATURES)
+
+
+def text_features(text: str) -> list[float]:
+    """The counts of ``text`` (features 2 and up), at little more than one pass over it.
+
+    Deleting the letters and spaces leaves the few bytes everything else is
+    counted in; runs are counted in a sample of a long text.
+    """
+    length = len(text)
+    raw = text.encode("utf-8", "surrogatepass")
+    rest = raw.translate(None, _LETTERS_SPACES)  # digits, punctuation, wide characters
+    digits = len(rest) - len(rest.translate(None, _DIGITS))
+    counts = [float(length), float(len(raw) - len(rest) + digits), float(digits)]
+    if len(raw) == length:  # ASCII
+        counts += (0.0, 0.0)
+    else:
+        leads = rest.translate(None, _NOT_LEADS)
+        wide = len(leads.translate(None, _CJK_LEADS))
+        counts += (float(len(leads) - wide), float(wide))
+    classes = (raw if len(raw) <= _SAMPLED else _sample(raw)).translate(_CLASSES, _CONTINUATION)
+    scale = length / len(classes) if classes else 1.0
+    counts.append((len(classes) - len(classes.translate(None, _NEWLINES))) * scale)
+    for table in _RUN_TABLES:
+        counts.append(classes.translate(table).count(b" x") * scale)  # where runs begin
+    return counts
+
+
+def _sample(raw: bytes) -> bytes:
+    """Evenly spread windows of long UTF-8 text, joined (a cut character or run
+    only shifts a count by one)."""
+    window = _SAMPLE_WINDOW
+    step = (len(raw) - window) // (_SAMPLE_WINDOWS - 1)
+    return b"".join([raw[i * step : i * step + window] for i in range(_SAMPLE_WINDOWS)])
+
+
+_STRUCTURE_KEYS: Final = frozenset(("role", "type"))
+
+
+def _too_deep() -> ValueError:
+    return ValueError(f"message content is nested more than {MAX_DEPTH} levels deep")
+
+
+def _read(value: dict[Any, Any] | list[Any], depth: int, data: bool, strings: list[str]) -> Any:
+    """A copy of the dicts and lists in ``value`` (everything else shared), appending
+    the text the model reads to ``strings``.
+
+    The keys of a data dict (a tool's input) are text; those of a message or a
+    block (a dict with a ``role`` or a ``type``) are structure, as are the values
+    of ``role`` and ``type``.
+    """
+    if depth > MAX_DEPTH:
+        raise _too_deep()
+    add = strings.append
+    if type(value) is dict:
+        keys = data or not ("type" in value or "role" in value)
+        copy: dict[Any, Any] = {}
+        for key, item in value.items():
+            if keys:
+                add(key if type(key) is str else str(key))
+            kind = type(item)
+            if kind is dict or kind is list:
+                copy[key] = _read(item, depth + 1, keys, strings)
+                continue
+            if item is not None and (keys or key not in _STRUCTURE_KEYS):
+                add(item if kind is str else str(item))
+            copy[key] = item
+        return copy
+    items: list[Any] = []
+    for item in value:
+        kind = type(item)
+        if kind is dict or kind is list:
+            items.append(_read(item, depth + 1, data, strings))
+            continue
+        if item is not None:
+            add(item if kind is str else str(item))
+        items.append(item)
+    return items
+
+
+def read_message(message: Message) -> tuple[Message, list[float]]:
+    """A copy of ``message``'s dicts and lists, and its feature vector (see :data:`FEATURES`)."""
+    strings: list[str] = []
+    copy = _read(message, 0, False, strings)
+    return copy, [1.0, float(len(strings)), *text_features("\n".join(strings))]
+
+
+def message_features(message: Message) -> list[float]:
+    """The feature vector of one message (see :data:`FEATURES`)."""
+    return read_message(message)[1]
+
+
+# ---------------------------------------------------------------- calibration
+
+# Starting weights (tokens per unit of each feature): a least-squares fit over
+# varied agent sessions (one tokenizer); refitted from the first report on.
+_PRIOR: Final[tuple[float, ...]] = (
+    2.8, 3.9,
+    0.35, -0.24, 0.67, 0.42, 0.5,
+    0.1, 0.08, 0.54, 0.5,
+)  # fmt: skip
+_PRIOR_SPREAD: Final = 0.5
+_PRIOR_FLOOR: Final = 0.05
+"""Prior standard deviation of each weight: this share of it, at least the floor."""
+_PRIOR_SCALE: Final = 0.3
+"""Prior standard deviation of a common factor on all the weights."""
+_FORGET: Final = 0.98
+"""Weight of the past in each refit: the content of a session drifts."""
+
+
+class _Calibration:
+    """Recursive least squares with forgetting for ``tokens ~ weights . features``.
+
+    The covariance is kept as ``cov * factor`` so that forgetting is one multiplication
+    of a scalar; the rows are updated by ``map`` at C speed (a report costs a few
+    microseconds).
+    """
+
+    __slots__ = ("cov", "factor", "weights")
+
+    def __init__(self, prior: Sequence[float]) -> None:
+        self.weights = list(prior)
+        self.factor = 1.0
+        # The first reports mostly say how far off the prior is as a whole (a
+        # common factor), before they say how to reshape it (each weight).
+        self.cov = [[_PRIOR_SCALE**2 * wi * wj for wj in prior] for wi in prior]
+        for i, w in enumerate(prior):
+            self.cov[i][i] += max(_PRIOR_FLOOR, _PRIOR_SPREAD * abs(w)) ** 2
+
+    def predict(self, features: Sequence[float]) -> float:
+        """Tokens of content with these (summed) features."""
+        return float(sum(map(mul, self.weights, features)))
+
+    def observe(self, features: Sequence[float], tokens: float) -> None:
+        """Refit on one observation: ``features`` summed over some content cost ``tokens``."""
+        predicted = self.predict(features)
+        # Errors grow with the size of the content: weigh by its square root.
+        scale = 1.0 / math.sqrt(max(abs(predicted), 1.0))
+        x = [f * scale for f in features]
+        cov = self.cov
+        cx = [sum(map(mul, row, x)) for row in cov]
+        den = _FORGET / self.factor + sum(map(mul, x, cx))
+        if not den > 0.0 or not math.isfinite(den):
+            return
+        error = (tokens - predicted) * scale / den
+        self.weights = list(map(add, self.weights, map(mul, cx, repeat(error))))
+        self.cov = [
+            list(map(sub, row, map(mul, cx, repeat(c / den))))
+            for row, c in zip(cov, cx, strict=True)
+        ]
+        self.factor /= _FORGET
+        if self.factor > 1e6:  # fold the factor back in before it grows too large
+            self.cov = [[c * self.factor for c in row] for row in self.cov]
+            self.factor = 1.0
+
+
+# ---------------------------------------------------------------- the ledger
+
+
+class _Entry:
+    """What the ledger knows about one message."""
+
+    __slots__ = ("charge", "copy", "features", "key", "message")
+
+    def __init__(self, message: Message) -> None:
+        self.message = message
+        # The copy is compared with the message to see in-place edits.
+        self.copy, self.features = read_message(message)
+        self.key = hash(tuple(self.features))  # equal content, equal features: a cheap key
+        self.charge: float | None = None  # its share of the last report, if it was in it
+
+
+class _Absent:
+    """Stands for a message not seen before: its copy equals nothing."""
+
+    __slots__ = ("copy",)
+
+    def __init__(self) -> None:
+        self.copy = object()
+
+
+_ABSENT: Final[Any] = _Absent()
+_COPY_OF: Final = attrgetter("copy")
+_KEY_OF: Final = attrgetter("key")
+_CHARGE_OF: Final = attrgetter("charge")
+
+_POOL = 2
+"""Reports whose new content is taken together in one refit."""
+_POOL_AFTER = 16
+"""Plausible reports before pooling starts: the first ones are worth a refit each."""
+_WARMUP: Final = 6
+"""Reports before the plausibility band narrows from its initial width."""
+_BAND_INITIAL: Final = 0.6
+_BAND_MIN: Final = 0.2
+_BAND_SIGMAS: Final = 6.0
+_BAND_SLACK: Final = 64.0
+"""Tokens of disagreement always accepted (small new content, rounding)."""
+_REJECTS_TO_ACCEPT: Final = 3
+"""After this many implausible reports in a row, the next is believed (the content changed)."""
+
+
+class UsageLedger:
+    """Counts a message list's tokens, anchored on the sizes the API reported.
+
+    ``count(messages)`` before any ``record`` is ``estimate_tokens(messages)``.
+    ``record(messages, input_tokens)`` takes the list exactly as it was sent and
+    the request's full input size (see :func:`~bareagent_compact.input_tokens_of`).
+    """
+
+    def __init__(self, fallback: Callable[[list[Message]], int] = estimate_tokens) -> None:
+        self._fallback = fallback
+        self._entries: dict[int, _Entry] = {}
+        self._ids: list[int] = []
+        self._resolved: list[_Entry] = []
+        self._copies: list[Any] = []  # the copies of the last list resolved, in order
+        self._overhead = 0.0
+        self._reported = False
+        self._calibration = _Calibration(_PRIOR)
+        self._accepted = 0
+        self._rejected_in_row = 0
+        self._spread = 0.0  # running RMS of the relative error on new content
+        self._pooled = 0
+        self._pooled_features: list[float] = []
+        self._pooled_tokens = 0.0
+
+    @property
+    def reported(self) -> bool:
+        """True once a report has been recorded."""
+        return self._reported
+
+    @property
+    def overhead(self) -> int:
+        """The part of the last report not charged to any message (system prompt, tools)."""
+        return round(self._overhead)
+
+    def _resolve(self, messages: list[Message]) -> list[_Entry]:
+        """The entry of each message, reused when unchanged; only these are kept.
+
+        This runs twice a turn over the whole history, so the common case (most
+        messages unchanged) is done by ``map`` at C speed: an entry is reused when
+        the message is the very object it was made for (the entry holds it, so its
+        ``id`` cannot be reused) and still equals the copy taken then.
+        """
+        if not isinstance(messages, list):
+            raise not_a_list(messages)
+        if len(messages) == len(self._copies) and messages == self._copies:
+            return self._resolved  # nothing changed since the last call: one C-level compare
+        ids = list(map(id, messages))
+        old = self._entries
+        resolved: list[_Entry] = list(map(old.get, ids, repeat(_ABSENT)))
+        unchanged = list(map(eq, messages, map(_COPY_OF, resolved)))
+        if all(unchanged):
+            if ids != self._ids:
+                self._ids = ids
+                self._entries = dict(zip(ids, resolved, strict=True))
+            self._keep(resolved)
+            return resolved
+        created: dict[int, _Entry] = {}
+        by_content = {entry.key: entry for entry in old.values()}
+        for index in compress(range(len(ids)), map(not_, unchanged)):
+            message = messages[index]
+            entry = created.get(ids[index])
+            if entry is None:
+                if not isinstance(message, dict):
+                    raise not_a_dict(index, message)
+                entry = created[ids[index]] = _Entry(message)
+                same = by_content.get(entry.key)
+                if same is not None and same.charge is not None and message == same.copy:
+                    entry.charge = same.charge  # the same content, another identity
+            resolved[index] = entry
+        self._ids = ids
+        self._entries = dict(zip(ids, resolved, strict=True))
+        self._keep(resolved)
+        return resolved
+
+    def _keep(self, resolved: list[_Entry]) -> None:
+        self._resolved = resolved
+        self._copies = list(map(_COPY_OF, resolved))
+
+    def _predict(self, entry: _Entry) -> float:
+        return max(0.0, self._calibration.predict(entry.features))
+
+    def count(self, messages: list[Message]) -> int:
+        """The input size a request carrying ``messages`` is expected to have."""
+        if not self._reported:
+            return self._fallback(messages)
+        entries = self._resolve(messages)
+        total = self._overhead + math.fsum(filter(None, map(_CHARGE_OF, entries)))
+        for entry in entries:
+            if entry.charge is None:
+                total += self._predict(entry)
+        return max(0, math.ceil(total - 1e-6))
+
+    def record(self, messages: list[Message], input_tokens: int) -> None:
+        """Take the reported full input size of a request carrying ``messages``."""
+        if isinstance(input_tokens, bool) or not isinstance(input_tokens, int):
+            raise TypeError(f"input_tokens must be an int, got {type(input_tokens).__name__}")
+        if input_tokens < 0:
+            raise ValueError(f"input_tokens must be >= 0, got {input_tokens}")
+        entries = self._resolve(messages)
+        known = math.fsum(filter(None, map(_CHARGE_OF, entries)))
+        new = [e for e in entries if e.charge is None]
+        features = [0.0] * _N
+        predictions: list[float] = []
+        for entry in new:
+            predictions.append(self._predict(entry))
+            features = list(map(add, features, entry.features))
+        predicted = math.fsum(predictions)
+        if not self._reported:
+            # The first report: the messages are charged their estimate, the rest
+            # is overhead.
+            self._overhead = input_tokens - predicted
+            self._charge(new, predictions, 1.0)
+            self._reported = True
+            return
+        residual = input_tokens - self._overhead - known  # what the new content cost
+        if not new:
+            self._overhead += residual  # the overhead changed (another system prompt?)
+            return
+        if self._plausible(residual, predicted):
+            self._pool(features, residual)
+            scale = residual / predicted if predicted > 0 else 1.0
+            self._charge(new, predictions, scale, residual if predicted <= 0 else None)
+        else:
+            logger.info(
+                "reported input size %d is far from the expected %d: taken as a change of "
+                "overhead, not of the content's weight",
+                input_tokens,
+                round(self._overhead + known + predicted),
+            )
+            self._overhead += residual - predicted
+            self._charge(new, predictions, 1.0)
+
+    def _pool(self, features: list[float], tokens: float) -> None:
+        """Refit on the new content of every few reports taken together (a refit
+        costs about as much as counting a short message; little is lost)."""
+        if self._pooled:
+            features = list(map(add, features, self._pooled_features))
+            tokens += self._pooled_tokens
+        self._pooled += 1
+        if self._pooled >= (_POOL if self._accepted > _POOL_AFTER else 1):
+            self._calibration.observe(features, tokens)
+            self._pooled = 0
+        else:
+            self._pooled_features, self._pooled_tokens = features, tokens
+
+    @staticmethod
+    def _charge(
+        entries: list[_Entry], predictions: list[float], scale: float, even: float | None = None
+    ) -> None:
+        share = even / len(entries) if even is not None and entries else None
+        for entry, prediction in zip(entries, predictions, strict=True):
+            entry.charge = share if share is not None else prediction * scale
+
+    def _plausible(self, residual: float, predicted: float) -> bool:
+        """Whether ``residual`` tokens for content estimated at ``predicted`` can be believed."""
+        error = residual - predicted
+        if residual < 0:
+            return False  # the messages cannot cost less than nothing: the overhead changed
+        if self._accepted < _WARMUP:
+            band = _BAND_INITIAL
+        else:
+            band = max(_BAND_MIN, min(_BAND_INITIAL, _BAND_SIGMAS * self._spread))
+        if abs(error) <= band * max(predicted, 0.0) + _BAND_SLACK or (
+            self._rejected_in_row >= _REJECTS_TO_ACCEPT
+        ):
+            self._rejected_in_row = 0
+            relative = error / max(predicted, _BAND_SLACK)
+            self._spread = math.sqrt(0.9 * self._spread**2 + 0.1 * min(relative**2, 1.0))
+            self._accepted += 1
+            return True
+        self._rejected_in_row += 1
+        return False
