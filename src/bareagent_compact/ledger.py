@@ -158,7 +158,7 @@ def _read(value: dict[Any, Any] | list[Any], depth: int, data: bool, strings: li
     if depth > MAX_DEPTH:
         raise _too_deep()
     add = strings.append
-    if type(value) is dict:
+    if isinstance(value, dict):
         keys = data or not ("type" in value or "role" in value)
         copy: dict[Any, Any] = {}
         for key, item in value.items():
@@ -184,11 +184,13 @@ def _read(value: dict[Any, Any] | list[Any], depth: int, data: bool, strings: li
     return items
 
 
-def read_message(message: Message) -> tuple[Message, list[float]]:
-    """A copy of ``message``'s dicts and lists, and its feature vector (see :data:`FEATURES`)."""
+def read_message(message: Message) -> tuple[Message, list[float], int]:
+    """A copy of ``message``'s dicts and lists, its feature vector (see
+    :data:`FEATURES`) and a hash of its text (equal messages, equal hashes)."""
     strings: list[str] = []
     copy = _read(message, 0, False, strings)
-    return copy, [1.0, float(len(strings)), *text_features("\n".join(strings))]
+    text = "\n".join(strings)
+    return copy, [1.0, float(len(strings)), *text_features(text)], hash(text)
 
 
 def message_features(message: Message) -> list[float]:
@@ -266,13 +268,14 @@ class _Calibration:
 class _Entry:
     """What the ledger knows about one message."""
 
-    __slots__ = ("charge", "copy", "features", "key", "message")
+    __slots__ = ("charge", "copy", "features", "key", "message", "provisional")
 
     def __init__(self, message: Message) -> None:
         self.message = message
-        # The copy is compared with the message to see in-place edits.
-        self.copy, self.features = read_message(message)
-        self.key = hash(tuple(self.features))  # equal content, equal features: a cheap key
+        # The copy is compared with the message to see in-place edits; the key
+        # finds an equal message under another identity.
+        self.copy, self.features, self.key = read_message(message)
+        self.provisional = False  # charged its estimate by the first report
         self.charge: float | None = None  # its share of the last report, if it was in it
 
 
@@ -294,6 +297,8 @@ _POOL = 2
 """Reports whose new content is taken together in one refit."""
 _POOL_AFTER = 16
 """Plausible reports before pooling starts: the first ones are worth a refit each."""
+_REPRICE_UNTIL: Final = 24
+"""Plausible reports after which the first report's split is final."""
 _WARMUP: Final = 6
 """Reports before the plausibility band narrows from its initial width."""
 _BAND_INITIAL: Final = 0.6
@@ -326,6 +331,7 @@ class UsageLedger:
         self._rejected_in_row = 0
         self._spread = 0.0  # running RMS of the relative error on new content
         self._pooled = 0
+        self._provisional: list[_Entry] = []
         self._pooled_features: list[float] = []
         self._pooled_tokens = 0.0
 
@@ -359,6 +365,7 @@ class UsageLedger:
             if ids != self._ids:
                 self._ids = ids
                 self._entries = dict(zip(ids, resolved, strict=True))
+                self._provisional = [e for e in self._provisional if e in resolved]
             self._keep(resolved)
             return resolved
         created: dict[int, _Entry] = {}
@@ -375,7 +382,9 @@ class UsageLedger:
                     entry.charge = same.charge  # the same content, another identity
             resolved[index] = entry
         self._ids = ids
-        self._entries = dict(zip(ids, resolved, strict=True))
+        self._entries = entries = dict(zip(ids, resolved, strict=True))
+        if self._provisional:  # what left the history is not kept
+            self._provisional = [e for e in self._provisional if entries.get(id(e.message)) is e]
         self._keep(resolved)
         return resolved
 
@@ -417,6 +426,9 @@ class UsageLedger:
             # is overhead.
             self._overhead = input_tokens - predicted
             self._charge(new, predictions, 1.0)
+            for entry in new:
+                entry.provisional = True
+            self._provisional = new
             self._reported = True
             return
         residual = input_tokens - self._overhead - known  # what the new content cost
@@ -447,8 +459,23 @@ class UsageLedger:
         if self._pooled >= (_POOL if self._accepted > _POOL_AFTER else 1):
             self._calibration.observe(features, tokens)
             self._pooled = 0
+            if self._provisional:
+                self._reprice()
         else:
             self._pooled_features, self._pooled_tokens = features, tokens
+
+    def _reprice(self) -> None:
+        """Split the first report again between its messages and the overhead, with
+        the refitted weights: only their sum was reported. Messages that left keep
+        the split they left with."""
+        present = self._entries
+        kept = [e for e in self._provisional if present.get(id(e.message)) is e]
+        for entry in kept:
+            price = self._predict(entry)
+            assert entry.charge is not None
+            self._overhead -= price - entry.charge
+            entry.charge = price
+        self._provisional = kept if self._accepted < _REPRICE_UNTIL else []
 
     @staticmethod
     def _charge(
