@@ -70,19 +70,19 @@ def _bytes_of(*classes: int) -> bytes:
     return bytes(b for b in range(256) if _CLASSES[b] in classes and not 0x80 <= b < 0xC0)
 
 
-_LETTERS_SPACES: Final = _bytes_of(_LETTER, _SPACE, _NEWLINE)
+_LETTERS_SPACES: Final = _bytes_of(_LETTER, _SPACE)
 _DIGITS: Final = _bytes_of(_DIGIT)
-_NEWLINES: Final = bytes((_NEWLINE,))
 _NOT_LEADS: Final = bytes(range(0xC0))  # what is not the first byte of a wide character
 _CJK_LEADS: Final = _bytes_of(_CJK)
 
 
 def _runs_table(*members: int) -> bytes:
-    """Maps the class bytes in ``members`` to ``x`` and every other byte to a space."""
+    """Maps the class bytes in ``members`` to ``x`` and every other byte to a space
+    (so that ``x `` ends a run: the rarer ``x`` is looked for first)."""
     return bytes(ord("x") if b in members else ord(" ") for b in range(256))
 
 
-_RUN_TABLES: Final = (_runs_table(_DIGIT), _runs_table(_PUNCT), _runs_table(_SPACE, _NEWLINE))
+_RUN_TABLES: Final = (_runs_table(_PUNCT), _runs_table(_SPACE, _NEWLINE))
 _SAMPLE_WINDOWS: Final = 8
 _SAMPLE_WINDOW: Final = 128
 _SAMPLED: Final = 2 * _SAMPLE_WINDOWS * _SAMPLE_WINDOW
@@ -98,7 +98,6 @@ FEATURES: Final = (
     "cjk",
     "wide",
     "newlines",
-    "digit runs",
     "punctuation runs",
     "space runs",
 )
@@ -115,20 +114,21 @@ def text_features(text: str) -> list[float]:
     """
     length = len(text)
     raw = text.encode("utf-8", "surrogatepass")
-    rest = raw.translate(None, _LETTERS_SPACES)  # digits, punctuation, wide characters
+    rest = raw.translate(None, _LETTERS_SPACES)  # digits, newlines, punctuation, wide
     digits = len(rest) - len(rest.translate(None, _DIGITS))
-    counts = [float(length), float(len(raw) - len(rest) + digits), float(digits)]
+    newlines = rest.count(b"\n")
+    counts = [float(length), float(len(raw) - len(rest) + digits + newlines), float(digits)]
     if len(raw) == length:  # ASCII
         counts += (0.0, 0.0)
     else:
         leads = rest.translate(None, _NOT_LEADS)
         wide = len(leads.translate(None, _CJK_LEADS))
         counts += (float(len(leads) - wide), float(wide))
+    counts.append(float(newlines))
     classes = (raw if len(raw) <= _SAMPLED else _sample(raw)).translate(_CLASSES, _CONTINUATION)
     scale = length / len(classes) if classes else 1.0
-    counts.append((len(classes) - len(classes.translate(None, _NEWLINES))) * scale)
     for table in _RUN_TABLES:
-        counts.append(classes.translate(table).count(b" x") * scale)  # where runs begin
+        counts.append(classes.translate(table).count(b"x ") * scale)  # where runs end
     return counts
 
 
@@ -141,6 +141,7 @@ def _sample(raw: bytes) -> bytes:
 
 
 _STRUCTURE_KEYS: Final = frozenset(("role", "type"))
+_KEY_ENDS: Final = 64
 
 
 def _too_deep() -> ValueError:
@@ -190,7 +191,9 @@ def read_message(message: Message) -> tuple[Message, list[float], int]:
     strings: list[str] = []
     copy = _read(message, 0, False, strings)
     text = "\n".join(strings)
-    return copy, [1.0, float(len(strings)), *text_features(text)], hash(text)
+    features = [1.0, float(len(strings)), *text_features(text)]
+    # Equal messages have equal keys; unequal ones rarely do (a copy comparison decides).
+    return copy, features, hash((*features, text[:_KEY_ENDS], text[-_KEY_ENDS:]))
 
 
 def message_features(message: Message) -> list[float]:
@@ -205,13 +208,16 @@ def message_features(message: Message) -> list[float]:
 _PRIOR: Final[tuple[float, ...]] = (
     2.8, 3.9,
     0.35, -0.24, 0.67, 0.42, 0.5,
-    0.1, 0.08, 0.54, 0.5,
+    0.16, 0.56, 0.49,
 )  # fmt: skip
 _PRIOR_SPREAD: Final = 0.5
 _PRIOR_FLOOR: Final = 0.05
 """Prior standard deviation of each weight: this share of it, at least the floor."""
 _PRIOR_SCALE: Final = 0.3
 """Prior standard deviation of a common factor on all the weights."""
+_WEIGHT_POWER: Final = 0.7
+"""A report's weight in a refit is its predicted size to minus this power: between
+weighing absolute errors (big new content dominates) and relative ones."""
 _FORGET: Final = 0.98
 """Weight of the past in each refit: the content of a session drifts."""
 
@@ -242,8 +248,7 @@ class _Calibration:
     def observe(self, features: Sequence[float], tokens: float) -> None:
         """Refit on one observation: ``features`` summed over some content cost ``tokens``."""
         predicted = self.predict(features)
-        # Errors grow with the size of the content: weigh by its square root.
-        scale = 1.0 / math.sqrt(max(abs(predicted), 1.0))
+        scale = float(max(abs(predicted), 1.0) ** -_WEIGHT_POWER)
         x = [f * scale for f in features]
         cov = self.cov
         cx = [sum(map(mul, row, x)) for row in cov]
@@ -293,9 +298,9 @@ _COPY_OF: Final = attrgetter("copy")
 _KEY_OF: Final = attrgetter("key")
 _CHARGE_OF: Final = attrgetter("charge")
 
-_POOL = 2
-"""Reports whose new content is taken together in one refit."""
-_POOL_AFTER = 16
+_POOL: Final = 4
+"""Reports whose new content is taken together in one refit, once warmed up."""
+_POOL_AFTER: Final = 16
 """Plausible reports before pooling starts: the first ones are worth a refit each."""
 _REPRICE_UNTIL: Final = 24
 """Plausible reports after which the first report's split is final."""

@@ -70,6 +70,8 @@ from bareagent_compact.validate import validate_messages
 
 logger = logging.getLogger("bareagent_compact.compactor")
 
+_DICTS: Final = frozenset((dict,))
+
 
 class ArchiveRequest(NamedTuple):
     """Give each record to the archive hook; answer with one ``bool`` per record."""
@@ -382,9 +384,12 @@ class CompactorBase(Generic[ProviderT]):
         compactor was given a ``token_counter``.
         """
         tokens = input_tokens_of(usage)
-        if self._ledger is not None:
+        if self._ledger is None:
+            return
+        view: Any = messages
+        if not (isinstance(view, list) and _DICTS.issuperset(map(type, view))):
             view = plain_view(messages)  # SDK objects read as dicts, the list unchanged
-            self._ledger.record(view if isinstance(view, list) else list(view), tokens)
+        self._ledger.record(view if isinstance(view, list) else list(view), tokens)
 
     def _archive_records(self, planned: Sequence[Due]) -> list[ArchiveRecord]:
         session_id = self._session_id
