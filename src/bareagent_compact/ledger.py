@@ -85,7 +85,7 @@ def _runs_table(*members: int) -> bytes:
 _RUN_TABLES: Final = (_runs_table(_PUNCT), _runs_table(_SPACE, _NEWLINE))
 _SAMPLE_WINDOWS: Final = 8
 _SAMPLE_WINDOW: Final = 128
-_SAMPLED: Final = 2 * _SAMPLE_WINDOWS * _SAMPLE_WINDOW
+_SAMPLED: Final = _SAMPLE_WINDOWS * _SAMPLE_WINDOW
 """Runs in a longer text are counted in this many evenly spread windows of this
 many bytes: the make-up of a tool's output varies little along it."""
 
@@ -374,7 +374,8 @@ class UsageLedger:
             self._keep(resolved)
             return resolved
         created: dict[int, _Entry] = {}
-        by_content = {entry.key: entry for entry in old.values()}
+        known = list(old.values())
+        by_content = dict(zip(map(_KEY_OF, known), known, strict=True))
         for index in compress(range(len(ids)), map(not_, unchanged)):
             message = messages[index]
             entry = created.get(ids[index])
