@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from bareagent_compact import AsyncCompactor, Compactor, estimate_tokens
-from bareagent_compact.ledger import UsageLedger, message_features
+from bareagent_compact.ledger import FEATURES, UsageLedger, message_features
 from conftest import RecordingProvider
 
 WORD = re.compile(r"\w+|[^\w\s]")
@@ -273,7 +273,8 @@ def test_tool_calls_and_outputs_of_every_dialect_are_counted() -> None:
     output = {"type": "function_call_output", "call_id": "call_1", "output": PROSE * 3}
     for message in (chat, call, output):
         bare = {k: v for k, v in message.items() if k in ("role", "type")}
-        assert message_features(message)[2] > message_features(bare)[2] + 40
+        chars = FEATURES.index("characters")
+        assert message_features(message)[chars] > message_features(bare)[chars] + 40
 
 
 def test_the_ledger_anchors_openai_chat_and_responses_histories() -> None:
@@ -360,3 +361,34 @@ def test_async_compactor_records_usage_too() -> None:
     compactor.record_usage(messages, api(messages))
     result = asyncio.run(compactor(messages))
     assert result.tokens_before == api(messages)
+
+
+def test_an_image_costs_a_learned_constant_not_its_encoded_bytes() -> None:
+    ledger, api, messages = warmed_up(turns=6)
+    ledger.record(messages, api(messages))
+    base64 = "iVBORw0KGgo" * 20_000  # 220 KB of encoded picture
+    image = {
+        "role": "user",
+        "content": [
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": base64},
+            },
+            {"type": "text", "text": "What does this screenshot show?"},
+        ],
+    }
+    chat_image = {
+        "role": "user",
+        "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64}}],
+    }
+    media = FEATURES.index("media")
+    for message in (image, chat_image):
+        assert message_features(message)[media] == 1
+        assert message_features(message)[FEATURES.index("characters")] < 200
+    before = ledger.count(messages)
+    messages.append(image)
+    assert before < ledger.count(messages) < before + 5_000  # not the ~60,000 of the bytes
+    charged = api(messages) + 1_600  # what the API charges for the picture
+    ledger.record(messages, charged)
+    messages.pop()
+    assert abs(ledger.count(messages) - api(messages)) <= 0.01 * api(messages)

@@ -92,6 +92,7 @@ many bytes: the make-up of a tool's output varies little along it."""
 FEATURES: Final = (
     "messages",
     "strings",
+    "media",
     "characters",
     "letters, digits and spaces",
     "digits",
@@ -142,42 +143,63 @@ def _sample(raw: bytes) -> bytes:
 
 _STRUCTURE_KEYS: Final = frozenset(("role", "type"))
 _KEY_ENDS: Final = 64
+_MEDIA_TYPES: Final = frozenset(
+    ("image", "document", "image_url", "input_image", "input_file", "file", "input_audio")
+)
+"""Block types that carry an image, a file or audio: each costs about a fixed amount."""
+_PAYLOAD: Final = 256
+"""Strings longer than this that are encoded payloads are not read as text."""
 
 
 def _too_deep() -> ValueError:
     return ValueError(f"message content is nested more than {MAX_DEPTH} levels deep")
 
 
-def _read(value: dict[Any, Any] | list[Any], depth: int, data: bool, strings: list[str]) -> Any:
+def _read(
+    value: dict[Any, Any] | list[Any], depth: int, data: bool, strings: list[str], media: list[int]
+) -> Any:
     """A copy of the dicts and lists in ``value`` (everything else shared), appending
     the text the model reads to ``strings``.
 
     The keys of a data dict (a tool's input) are text; those of a message or a
     block (a dict with a ``role`` or a ``type``) are structure, as are the values
-    of ``role`` and ``type``.
+    of ``role`` and ``type``. Images and files are counted in ``media``; their
+    encoded payload (a ``data:`` URL, a ``source``'s ``data``) is not text.
     """
     if depth > MAX_DEPTH:
         raise _too_deep()
     add = strings.append
     if isinstance(value, dict):
         keys = data or not ("type" in value or "role" in value)
+        block_type = value.get("type")
+        if type(block_type) is str and block_type in _MEDIA_TYPES:
+            media.append(1)
+        payload = "media_type" in value  # an Anthropic source: its "data" is encoded
         copy: dict[Any, Any] = {}
         for key, item in value.items():
             if keys:
                 add(key if type(key) is str else str(key))
             kind = type(item)
             if kind is dict or kind is list:
-                copy[key] = _read(item, depth + 1, keys, strings)
+                copy[key] = _read(item, depth + 1, keys, strings, media)
                 continue
-            if item is not None and (keys or key not in _STRUCTURE_KEYS):
-                add(item if kind is str else str(item))
             copy[key] = item
+            if item is None or (not keys and key in _STRUCTURE_KEYS):
+                continue
+            if kind is str:
+                if len(item) > _PAYLOAD and (
+                    item.startswith("data:") or (payload and key == "data")
+                ):
+                    continue
+                add(item)
+            else:
+                add(str(item))
         return copy
     items: list[Any] = []
     for item in value:
         kind = type(item)
         if kind is dict or kind is list:
-            items.append(_read(item, depth + 1, data, strings))
+            items.append(_read(item, depth + 1, data, strings, media))
             continue
         if item is not None:
             add(item if kind is str else str(item))
@@ -189,9 +211,10 @@ def read_message(message: Message) -> tuple[Message, list[float], int]:
     """A copy of ``message``'s dicts and lists, its feature vector (see
     :data:`FEATURES`) and a hash of its text (equal messages, equal hashes)."""
     strings: list[str] = []
-    copy = _read(message, 0, False, strings)
+    media: list[int] = []
+    copy = _read(message, 0, False, strings, media)
     text = "\n".join(strings)
-    features = [1.0, float(len(strings)), *text_features(text)]
+    features = [1.0, float(len(strings)), float(len(media)), *text_features(text)]
     # Equal messages have equal keys; unequal ones rarely do (a copy comparison decides).
     return copy, features, hash((*features, text[:_KEY_ENDS], text[-_KEY_ENDS:]))
 
@@ -206,7 +229,7 @@ def message_features(message: Message) -> list[float]:
 # Starting weights (tokens per unit of each feature): a least-squares fit over
 # varied agent sessions (one tokenizer); refitted from the first report on.
 _PRIOR: Final[tuple[float, ...]] = (
-    2.8, 3.9,
+    2.8, 3.9, 1200.0,
     0.35, -0.24, 0.67, 0.42, 0.5,
     0.16, 0.56, 0.49,
 )  # fmt: skip
