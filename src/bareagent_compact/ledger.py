@@ -107,11 +107,30 @@ FEATURES: Final = (
 _N: Final = len(FEATURES)
 
 
+_LONG: Final = 4096
+_LONG_WINDOWS: Final = 16
+_LONG_WINDOW: Final = 128
+"""A text longer than ``_LONG`` characters is counted in this many evenly spread
+windows of this many characters, scaled to its length: the make-up of a tool's
+output varies little along it, and a turn's new text then costs a fixed amount."""
+
+
 def text_features(text: str) -> list[float]:
-    """The counts of ``text`` (features 2 and up), at little more than one pass over it.
+    """The counts of ``text`` (features 3 and up); a long text is counted in a sample."""
+    length = len(text)
+    if length <= _LONG:
+        return _text_counts(text)
+    step = (length - _LONG_WINDOW) // (_LONG_WINDOWS - 1)
+    sample = "".join([text[i * step : i * step + _LONG_WINDOW] for i in range(_LONG_WINDOWS)])
+    scale = length / len(sample)
+    return [float(length), *(count * scale for count in _text_counts(sample)[1:])]
+
+
+def _text_counts(text: str) -> list[float]:
+    """The counts of ``text``, at little more than one pass over it.
 
     Deleting the letters and spaces leaves the few bytes everything else is
-    counted in; runs are counted in a sample of a long text.
+    counted in; runs are counted in a sample of a text over 1 KB.
     """
     length = len(text)
     raw = text.encode("utf-8", "surrogatepass")
