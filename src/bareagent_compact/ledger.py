@@ -11,9 +11,9 @@ where "the rest" is whatever is new or was edited since the last report (new
 turns, results truncated by micro-compaction, a summary). Content that left the
 history leaves at the size it was charged, so the bias of an estimate never
 outlives one report. The estimate of new content is linear in a few cheap counts
-per message (characters by class, runs of letters, digits, punctuation and
-spaces, structure), with weights refitted by recursive least squares on each
-report's exact size of the new content.
+per message (characters by class, lines, runs of punctuation and of spaces,
+strings, images), with weights refitted by recursive least squares on the
+reports' exact sizes of the new content.
 
 Per-message work is done once: messages are remembered by identity with a check
 of their content (so in-place edits are seen) and, failing that, by content
@@ -107,12 +107,12 @@ FEATURES: Final = (
 _N: Final = len(FEATURES)
 
 
-_LONG: Final = 4096
-_LONG_WINDOWS: Final = 16
+_LONG: Final = 8192
+_LONG_WINDOWS: Final = 32
 _LONG_WINDOW: Final = 128
 """A text longer than ``_LONG`` characters is counted in this many evenly spread
 windows of this many characters, scaled to its length: the make-up of a tool's
-output varies little along it, and a turn's new text then costs a fixed amount."""
+output varies little along it, and a long text then costs a fixed amount."""
 
 
 def text_features(text: str) -> list[float]:
@@ -351,6 +351,9 @@ _WARMUP: Final = 6
 _BAND_INITIAL: Final = 0.6
 _BAND_MIN: Final = 0.2
 _BAND_SIGMAS: Final = 6.0
+"""A report is plausible when the new content cost within this share of its
+estimate: the initial share, then six times the running relative error, between
+the two bounds."""
 _BAND_SLACK: Final = 64.0
 """Tokens of disagreement always accepted (small new content, rounding)."""
 _REJECTS_TO_ACCEPT: Final = 3
