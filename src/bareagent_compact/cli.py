@@ -299,7 +299,7 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
         tokens = "?" if latest["tokens"] is None else f"{latest['tokens']:,}"
         orphans = latest["orphans"]
         described = (
-            "orphans not checked (not an Anthropic-style history)"
+            "orphans not checked (the snapshot is not a message history)"
             if orphans is None
             else _count(len(orphans), "orphan")
             + "".join(
