@@ -392,3 +392,21 @@ def test_an_image_costs_a_learned_constant_not_its_encoded_bytes() -> None:
     ledger.record(messages, charged)
     messages.pop()
     assert abs(ledger.count(messages) - api(messages)) <= 0.01 * api(messages)
+
+
+def test_an_early_report_below_the_estimate_never_makes_the_overhead_negative() -> None:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug"}]
+    for i in range(20):
+        messages += [
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": f"c{i}", "name": "bash", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": f"c{i}", "content": f"line {i}\n" * 400}]},
+        ]
+    compactor = Compactor(lambda p: "summary", threshold=3000, micro_min_chars=10**6)
+    compactor.record_usage(messages, 1500 + len(str(messages)) // 5)
+    assert compactor._ledger.overhead >= 0
+    result = compactor(messages)
+    assert result.compacted and result.tokens_after > 0
+    messages += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "x " * 3000}]
+    assert compactor._ledger.count(messages) >= estimate_tokens(messages[-2:]) // 2

@@ -474,9 +474,13 @@ class UsageLedger:
         predicted = math.fsum(predictions)
         if not self._reported:
             # The first report: the messages are charged their estimate, the rest
-            # is overhead.
-            self._overhead = input_tokens - predicted
-            self._charge(new, predictions, 1.0)
+            # is overhead; a report smaller than the estimate is all messages, the
+            # estimate scaled down (an overhead is never negative).
+            scale = 1.0
+            if predicted > input_tokens:
+                scale = input_tokens / predicted
+            self._overhead = max(0.0, input_tokens - predicted)
+            self._charge(new, predictions, scale)
             for entry in new:
                 entry.provisional = True
             self._provisional = new
@@ -484,7 +488,8 @@ class UsageLedger:
             return
         residual = input_tokens - self._overhead - known  # what the new content cost
         if not new:
-            self._overhead += residual  # the overhead changed (another system prompt?)
+            # The overhead changed (another system prompt?)
+            self._overhead = max(0.0, self._overhead + residual)
             return
         if self._plausible(residual, predicted):
             self._pool(features, residual)
@@ -497,7 +502,7 @@ class UsageLedger:
                 input_tokens,
                 round(self._overhead + known + predicted),
             )
-            self._overhead += residual - predicted
+            self._overhead = max(0.0, self._overhead + residual - predicted)
             self._charge(new, predictions, 1.0)
 
     def _pool(self, features: list[float], tokens: float) -> None:
@@ -522,10 +527,11 @@ class UsageLedger:
         present = self._entries
         kept = [e for e in self._provisional if present.get(id(e.message)) is e]
         for entry in kept:
-            price = self._predict(entry)
             assert entry.charge is not None
-            self._overhead -= price - entry.charge
-            entry.charge = price
+            # Moved from the overhead to the message, never past what the overhead holds.
+            change = min(self._predict(entry) - entry.charge, self._overhead)
+            self._overhead -= change
+            entry.charge += change
         self._provisional = kept if self._accepted < _REPRICE_UNTIL else []
 
     @staticmethod
