@@ -301,3 +301,39 @@ def test_offline_summarizer_with_pinned_facts_keeps_more_of_the_source() -> None
         text = "\n".join(str(m.get("content")) for m in trial)
         kept[pin] = sum(fact in text for fact in wanted) / len(wanted)
     assert kept[True] > kept[False]
+
+
+@pytest.mark.parametrize("micro", ["spec", "cache-friendly"])
+def test_undo_also_restores_the_results_the_same_call_truncated(micro: str) -> None:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug"}]
+    for turn in range(12):
+        messages += tool_round(f"c{turn}", "bash", f"line {turn} " * 1000)
+    messages += [{"role": "assistant", "content": "done"}]
+    messages += [{"role": "user", "content": "now " * 5000}]
+    before = copy.deepcopy(messages)
+    compactor = Compactor(RecordingProvider("summary"), threshold=3000, micro=micro)
+    result = compactor(messages)
+    assert result.compacted and result.truncated > 0
+    assert compactor.undo(messages, result) is True
+    assert messages == before
+
+
+def test_a_rebuild_that_would_grow_the_history_is_refused() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "please fix the failing test in src/app/main.py now"}
+    ]
+    for step in range(6):
+        messages += [
+            {"role": "assistant", "content": f"step {step}"},
+            {"role": "user", "content": "continue " * 300},
+        ]
+    before = copy.deepcopy(messages)
+    compactor = Compactor(
+        RecordingProvider("Goal: fix failing test in main.py"),
+        threshold=2000,
+        keep_tail_tokens=100_000,
+        language="en",
+    )
+    result = compactor(messages)
+    assert result.action is Action.FAILED and result.reason == Reason.INFLATED_SUMMARY
+    assert messages == before

@@ -436,7 +436,9 @@ class CompactorBase(Generic[ProviderT]):
             # history goes back exactly as it was.
             undo_micro(undo)
             raise
-        if prefix_changed or result.action is Action.FULL:
+        if result.action is Action.FULL:
+            result = replace(result, prefix_changed=True, truncations=tuple(undo))
+        elif prefix_changed:
             result = replace(result, prefix_changed=True)
         return result
 
@@ -507,13 +509,12 @@ class CompactorBase(Generic[ProviderT]):
         if summary is None:
             reason = done.reason or Reason.UNUSABLE_SUMMARY
             result = self._failure(tokens, truncated, snapshot_saved, reason, **extra)
-        elif self._inflated(plan, summary, force):
+        elif (summary := self._with_pins(plan, summary, force)) is None:
             result = self._failure(
                 tokens, truncated, snapshot_saved, Reason.INFLATED_SUMMARY, **extra
             )
         else:
             # Step 8: rebuild in place.
-            summary = summary + self._pinned(plan, summary)
             rebuilt = self._rebuild(messages, plan, summary)
             if rebuilt is None:
                 result = self._failure(
@@ -598,33 +599,61 @@ class CompactorBase(Generic[ProviderT]):
                 "the history has changed since that compaction other than by appending; "
                 "it cannot be undone"
             )
+        undo_micro(list(result.truncations))  # the results truncated in that same call
         _replace_all(messages, [*result.replaced, *current[len(rebuilt) :]])
         return True
 
     def _count_list(self, messages: list[Message]) -> int:
         return self._count(messages)
 
-    def _inflated(self, plan: Plan, summary: str, force: bool) -> bool:
-        """A summary longer than the source it replaces makes the history bigger:
-        refused, unless the call was forced (then kept, with a warning)."""
-        summary_size = self._count([{"role": "user", "content": SUMMARY_PREFIX + summary}])
+    def _with_pins(self, plan: Plan, summary: str, force: bool) -> str | None:
+        """The summary with its pinned facts, or ``None`` when even without them it
+        would make the history bigger (not forced). Pinned facts that alone would
+        make it bigger are left out."""
+        pinned = summary + self._pinned(plan, summary)
+        if pinned is not summary and not self._inflated(plan, pinned, force, quiet=True):
+            return pinned
+        if pinned is not summary:
+            logger.info("pinned facts left out: they would make the history bigger")
+        return None if self._inflated(plan, summary, force) else summary
+
+    def _added(self, plan: Plan, summary: str) -> list[Message]:
+        """What the rebuild puts in place of the source: the summary message, and the
+        acknowledgement unless a kept assistant turn follows it."""
+        added: list[Message] = [{"role": "user", "content": SUMMARY_PREFIX + summary}]
+        kept = [
+            m
+            for m in plan.snapshot[plan.tail_start : plan.head_end]
+            if not dialects.is_system(m)
+        ]
+        if not kept or dialects.kind(kept[0]) is not dialects.Kind.ASSISTANT:
+            added.append({"role": "assistant", "content": self.acknowledgement})
+        return added
+
+    def _inflated(self, plan: Plan, summary: str, force: bool, quiet: bool = False) -> bool:
+        """What replaces the source (the summary, and the acknowledgement) being
+        longer than the source makes the history bigger: refused, unless the call
+        was forced (then kept, with a warning)."""
+        summary_size = self._count(self._added(plan, summary))
         source_size = plan.source_tokens
         if summary_size <= source_size:
             return False
         if force:
+            if not quiet:
+                logger.warning(
+                    "the summary (%d tokens) is longer than what it replaces (%d tokens); "
+                    "kept because the compaction was forced",
+                    summary_size,
+                    source_size,
+                )
+            return False
+        if not quiet:
             logger.warning(
-                "the summary (%d tokens) is longer than what it replaces (%d tokens); kept "
-                "because the compaction was forced",
+                "the summary (%d tokens) is longer than what it would replace (%d tokens); "
+                "history left as it was",
                 summary_size,
                 source_size,
             )
-            return False
-        logger.warning(
-            "the summary (%d tokens) is longer than what it would replace (%d tokens); "
-            "history left as it was",
-            summary_size,
-            source_size,
-        )
         return True
 
     def _backing_off(self, tokens: int) -> bool:

@@ -101,6 +101,9 @@ class CompactionResult:
     rebuilt: tuple[Any, ...] = field(default=(), compare=False, repr=False)
     """The history the rebuild made, before any message that arrived during the
     summary (the same objects), for ``undo``."""
+    truncations: tuple[tuple[Any, str, Any], ...] = field(default=(), compare=False, repr=False)
+    """What micro-compaction replaced in this same call, ``(holder, key, original)``,
+    so that ``undo`` also puts back the results truncated just before the summary."""
     prefix_changed: bool = field(default=False, compare=False)
 
     @property
