@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from bareagent_compact.protocols import Message
 from bareagent_compact.tokens import MAX_DEPTH, estimate_tokens
-from bareagent_compact.validate import not_a_dict, not_a_list
+from bareagent_compact.validate import check_int, not_a_dict, not_a_list
 
 logger = logging.getLogger(__name__)
 
@@ -459,10 +459,7 @@ class UsageLedger:
 
     def record(self, messages: list[Message], input_tokens: int) -> None:
         """Take the reported full input size of a request carrying ``messages``."""
-        if isinstance(input_tokens, bool) or not isinstance(input_tokens, int):
-            raise TypeError(f"input_tokens must be an int, got {type(input_tokens).__name__}")
-        if input_tokens < 0:
-            raise ValueError(f"input_tokens must be >= 0, got {input_tokens}")
+        check_int("input_tokens", input_tokens)
         entries = self._resolve(messages)
         known = math.fsum(filter(None, map(_CHARGE_OF, entries)))
         new = [e for e in entries if e.charge is None]

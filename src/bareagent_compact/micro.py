@@ -14,7 +14,7 @@ from bareagent_compact.plain import plain_messages
 from bareagent_compact.protocols import ArchiveHook, ArchiveRecord, Message
 from bareagent_compact.serialize import render_content
 from bareagent_compact.tokens import quarters_to_tokens, text_quarters, value_quarters
-from bareagent_compact.validate import validate_messages
+from bareagent_compact.validate import check_int, validate_messages
 
 logger = logging.getLogger(__name__)
 
@@ -32,11 +32,7 @@ def truncation_marker(tool_name: str, chars: int) -> str:
 
 def check_keep_recent(keep_recent: object) -> int:
     """Validate ``keep_recent``: a non-negative ``int``."""
-    if isinstance(keep_recent, bool) or not isinstance(keep_recent, int):
-        raise TypeError(f"keep_recent must be an int, got {type(keep_recent).__name__}")
-    if keep_recent < 0:
-        raise ValueError(f"keep_recent must be >= 0, got {keep_recent}")
-    return keep_recent
+    return check_int("keep_recent", keep_recent)
 
 
 def is_tool_result_message(message: Any) -> bool:
@@ -272,14 +268,6 @@ _PRESETS: Final = {
 }
 
 
-def _check_count(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    return value
-
-
 def check_exclude_tools(exclude_tools: object) -> frozenset[str]:
     """Validate ``exclude_tools``: a collection of tool names (``str``), not one ``str``."""
     if exclude_tools is None:
@@ -313,14 +301,11 @@ def resolve_micro(
     if preset is None:
         raise ValueError(f"micro must be one of {sorted(_PRESETS)}, got {micro!r}")
     keep = preset.keep_recent if keep_recent is None else check_keep_recent(keep_recent)
-    if min_chars is None:
-        min_chars = preset.min_chars
-    else:
-        min_chars = _check_count("micro_min_chars", min_chars)
+    min_chars = preset.min_chars if min_chars is None else check_int("micro_min_chars", min_chars)
     if clear_at_least is None:
         clear_at_least = round(preset.clear_fraction * threshold)
     else:
-        clear_at_least = _check_count("clear_at_least", clear_at_least)
+        clear_at_least = check_int("clear_at_least", clear_at_least)
     return keep, MicroOptions(min_chars, check_exclude_tools(exclude_tools), clear_at_least)
 
 

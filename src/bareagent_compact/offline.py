@@ -14,6 +14,7 @@ from typing import Final
 
 from bareagent_compact.facts import PATH_RE
 from bareagent_compact.protocols import Message
+from bareagent_compact.validate import check_int
 
 DEFAULT_MAX_CHARS: Final = 1500
 
@@ -88,11 +89,7 @@ class OfflineSummarizer:
     """
 
     def __init__(self, max_chars: int = DEFAULT_MAX_CHARS) -> None:
-        if isinstance(max_chars, bool) or not isinstance(max_chars, int):
-            raise TypeError(f"max_chars must be an int, got {type(max_chars).__name__}")
-        if max_chars < 200:
-            raise ValueError(f"max_chars must be >= 200, got {max_chars}")
-        self.max_chars = max_chars
+        self.max_chars = check_int("max_chars", max_chars, 200)
 
     def __call__(self, prompt: list[Message], /) -> str:
         transcript = "\n".join(

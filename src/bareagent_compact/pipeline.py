@@ -66,7 +66,7 @@ from bareagent_compact.summarize import (
 )
 from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.usage import input_tokens_of
-from bareagent_compact.validate import validate_messages
+from bareagent_compact.validate import check_int, validate_messages
 
 logger = logging.getLogger("bareagent_compact.compactor")
 
@@ -207,13 +207,6 @@ GROWTH_RETRY: Final = 2
 """A history this many times larger than at the last failure is tried again at once."""
 
 
-def _check_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-
-
 def _check_callable(name: str, value: object, *, optional: bool) -> None:
     if (value is not None or not optional) and not callable(value):
         raise TypeError(f"{name} must be callable, got {type(value).__name__}")
@@ -281,7 +274,7 @@ class CompactorBase(Generic[ProviderT]):
             ("pin_facts_tokens", pin_facts_tokens, 0),
             ("keep_tail_tokens", keep_tail_tokens, 0),
         ):
-            _check_int(name, number, minimum)
+            check_int(name, number, minimum)
         _check_callable("token_counter", token_counter, optional=True)
         for name, hook in (
             ("archive", archive),

@@ -26,6 +26,8 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, Literal, TypeAlias, overload
 
+from bareagent_compact.validate import check_int
+
 __all__ = [
     "AsyncSummaryFunction",
     "SummaryFunction",
@@ -103,11 +105,7 @@ def _check_model(model: object) -> str:
 
 
 def _check_max_tokens(max_tokens: object) -> int:
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
-        raise TypeError(f"max_tokens must be an int, got {type(max_tokens).__name__}")
-    if max_tokens < 1:
-        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-    return max_tokens
+    return check_int("max_tokens", max_tokens, 1)
 
 
 def _split_prompt(prompt: object) -> tuple[str, list[dict[str, Any]]]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from bareagent_compact.validate import check_int
+
 _ANTHROPIC_CACHE_FIELDS: Final = ("cache_read_input_tokens", "cache_creation_input_tokens")
 _MISSING: Final = object()
 
@@ -34,11 +36,7 @@ def _tokens(usage: object, name: str, *, optional: bool = False) -> int:
         if optional:
             return 0
         raise ValueError(f"usage field {name!r} is {'None' if value is None else 'missing'}")
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"usage field {name!r} must be an int, got {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"usage field {name!r} must be >= 0, got {value}")
-    return value
+    return check_int(f"usage field {name!r}", value)
 
 
 def input_tokens_of(usage: object) -> int:

@@ -16,6 +16,16 @@ def not_a_dict(index: int, message: object) -> TypeError:
     return TypeError(f"messages[{index}] must be a dict, got {type(message).__name__}")
 
 
+def check_int(name: str, value: object, minimum: int = 0) -> int:
+    """``value`` if it is an ``int`` (not a ``bool``) of at least ``minimum``, else
+    ``TypeError`` / ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
 def validate_messages(messages: Any, *, objects: bool = False) -> None:
     """Raise ``TypeError`` naming the first index that is not a message dict.
 
