@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
@@ -11,7 +10,7 @@ from typing import Any, Final, NamedTuple, TypeAlias
 from bareagent_compact import dialects
 from bareagent_compact.dialects import UNKNOWN_TOOL
 from bareagent_compact.plain import plain_messages
-from bareagent_compact.protocols import ArchiveHook, ArchiveRecord, Message
+from bareagent_compact.protocols import ArchiveRecord, Message
 from bareagent_compact.serialize import render_content
 from bareagent_compact.tokens import quarters_to_tokens, text_quarters, value_quarters
 from bareagent_compact.validate import check_int, validate_messages
@@ -373,53 +372,17 @@ def changes_prefix(messages: Sequence[Any], undo: Undo) -> bool:
     return any(id(holder) not in newest for holder, _, _ in undo)
 
 
-def archive_all(planned: Sequence[Due], archive: ArchiveHook | None) -> list[bool]:
-    """Give each planned result to ``archive``; ``False`` where it failed.
-
-    A result whose archiving failed is left whole: truncating it would lose the
-    only copy. An awaitable returned by the hook counts as a failure here (it is
-    closed): only an asynchronous compactor can await it.
-    """
-    if archive is None:
-        return [True] * len(planned)
-    outcome: list[bool] = []
-    for due in planned:
-        try:
-            returned = archive(dict(due.record))
-        except Exception:
-            logger.warning("archive hook failed; tool result kept untruncated", exc_info=True)
-            outcome.append(False)
-            continue
-        if inspect.isawaitable(returned):
-            close = getattr(returned, "close", None)
-            if callable(close):
-                close()
-            logger.warning(
-                "archive hook returned an awaitable (use AsyncCompactor for async hooks); "
-                "tool result kept untruncated"
-            )
-            outcome.append(False)
-            continue
-        outcome.append(True)
-    return outcome
-
-
-def micro_compact(
-    messages: list[Message], keep_recent: int, archive: ArchiveHook | None = None
-) -> int:
-    """Truncate tool results older than the ``keep_recent`` newest tool-result units.
-
-    ``archive``, when given, receives every result just before it is replaced; if
-    it raises, that result is left whole (a warning is logged). Returns how many
-    results were truncated.
-    """
+def micro_compact(messages: list[Message], keep_recent: int) -> int:
+    """Truncate tool results older than the ``keep_recent`` newest tool-result units;
+    returns how many were truncated. (The compactors hand each result to their
+    ``archive`` hook first, through the compaction steps.)"""
     planned = plan_micro(messages, keep_recent)
     if planned is None:
         plain_messages(messages)
         planned = plan_plain_micro(messages, keep_recent)
     if not planned:
         return 0
-    return len(apply_micro(planned, archive_all(planned, archive)))
+    return len(apply_micro(planned))
 
 
 def _micro_compact(messages: list[Any], keep_recent: int = DEFAULT_KEEP_RECENT) -> int:

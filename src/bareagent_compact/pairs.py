@@ -35,16 +35,6 @@ class Orphan(NamedTuple):
     tool_use_id: str | None
 
 
-def tool_ids(message: Message | None, block_type: str, key: str = "") -> set[str]:
-    """The string ids of the tool calls (``block_type="tool_use"``) or tool results
-    (``"tool_result"``) in ``message``, in any dialect."""
-    if message is None:
-        return set()
-    if block_type == "tool_use":
-        return dialects.call_ids(message)
-    return dialects.result_ids(message)
-
-
 def _orphans(messages: Sequence[Message]) -> list[Orphan]:
     turns = dialects.dialogue_turns(messages)
     orphans: list[Orphan] = []
