@@ -39,7 +39,9 @@ MAX_STEPS = 8  # model requests per user request at most
 
 
 def new_session_id() -> str:
-    return time.strftime("session-%Y%m%d-%H%M%S-") + f"{time.monotonic_ns() % 1_000_000:06d}"
+    now = time.time_ns()
+    stamp = time.strftime("session-%Y%m%d-%H%M%S-", time.localtime(now // 1_000_000_000))
+    return stamp + f"{now // 1000 % 1_000_000:06d}"  # the microseconds of that second
 
 
 class Repl:
