@@ -830,5 +830,3 @@ def _replace_all(messages: MutableSequence[Any], rebuilt: list[Message]) -> None
         messages.clear()
         messages.extend(rebuilt)
 
-
-Runner: TypeAlias = Callable[[Request], Any]
