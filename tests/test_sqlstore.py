@@ -35,6 +35,7 @@ import bareagent_compact
 from bareagent_compact import Compactor, SqlTranscriptManager
 from bareagent_compact.cli import main
 from bareagent_compact.sqlstore import SCHEMA_VERSION, SqlSnapshot, convert_placeholders
+from bareagent_compact.stores.errors import CorruptTranscriptError, SnapshotNotFoundError
 
 WRITERS = 4
 SAVES = 400
@@ -217,6 +218,30 @@ def test_missing_sessions_raise_file_not_found_like_the_jsonl_store(
     gone = SqlSnapshot("ghost", datetime(2025, 1, 1), 7, 1, 10)
     with pytest.raises(FileNotFoundError, match="no snapshot 7"):
         store.load_snapshot(gone)
+    with pytest.raises(SnapshotNotFoundError):
+        store.load_snapshot(gone)
+
+
+def test_a_corrupt_stored_line_is_a_corrupt_transcript_error_on_both_databases(
+    target: str, store: SqlTranscriptManager
+) -> None:
+    store.save(history(3), "s")
+    kind, _, where = target.partition(":")
+    query = "UPDATE bareagent_snapshots SET body = %s WHERE session_id = %s"
+    body = '{"role": "user"}\n{"role": \n'
+    if kind == "sqlite":
+        with sqlite3.connect(where) as db:
+            db.execute(query.replace("%s", "?"), (body, "s"))
+    else:
+        psycopg = importlib.import_module("psycopg")
+        with psycopg.connect(where, autocommit=True) as db:
+            db.execute(query, (body, "s"))
+    with pytest.raises(
+        CorruptTranscriptError, match="session 's' snapshot 1, line 2: invalid JSON"
+    ):
+        store.load("s")
+    with pytest.raises(ValueError, match="line 2"):
+        store.load_snapshot(store.snapshots("s")[0])
 
 
 def test_archive_keeps_records_in_order_and_apart_from_snapshots(

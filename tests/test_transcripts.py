@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from bareagent_compact import Compactor, TranscriptManager, transcripts
+from bareagent_compact import Compactor, TranscriptManager
+from bareagent_compact.stores import jsonl as jsonl_store
 from bareagent_compact.transcripts import (
     ARCHIVE_SUFFIX,
     TEMP_MAX_AGE,
@@ -825,7 +826,7 @@ def test_a_stalled_archive_write_holds_up_no_other_archive(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     entered, release = threading.Event(), threading.Event()
-    real_write_all = transcripts._write_all
+    real_write_all = jsonl_store._write_all
 
     def stalling_write_all(fd: int, data: bytes) -> None:
         if b"stall-me" in data:
@@ -833,7 +834,7 @@ def test_a_stalled_archive_write_holds_up_no_other_archive(
             release.wait(30)
         real_write_all(fd, data)
 
-    monkeypatch.setattr(transcripts, "_write_all", stalling_write_all)
+    monkeypatch.setattr(jsonl_store, "_write_all", stalling_write_all)
     slow = JsonlTranscriptManager(tmp_path / "slow")
     fast = JsonlTranscriptManager(tmp_path / "fast")
     stalled = threading.Thread(target=lambda: slow.archive(record_for("a", "stall-me")))

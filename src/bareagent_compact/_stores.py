@@ -1,113 +1,31 @@
-"""Open a transcript store named on the command line, and read either kind the same way."""
+"""Opening a store named on the command line: re-exported from ``stores.open``."""
 
 from __future__ import annotations
 
-import importlib
-import json
-from dataclasses import dataclass
-from datetime import datetime
-from functools import partial
-from pathlib import Path
-from typing import Any, Final, TypeAlias
+from bareagent_compact.stores.open import (
+    POSTGRES_DRIVERS,
+    POSTGRES_SCHEMES,
+    SQLITE_HEADER,
+    Store,
+    StoredSnapshot,
+    StoreError,
+    archive_size,
+    close,
+    load,
+    open_store,
+    snapshots,
+)
 
-from bareagent_compact.protocols import ArchiveRecord, Message
-from bareagent_compact.sqlstore import SqlSnapshot, SqlTranscriptManager
-from bareagent_compact.transcripts import JsonlTranscriptManager, Snapshot
-
-Store: TypeAlias = JsonlTranscriptManager | SqlTranscriptManager
-
-SQLITE_HEADER: Final = b"SQLite format 3\x00"
-POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
-POSTGRES_DRIVERS: Final = ("psycopg", "psycopg2")
-
-
-class StoreError(ValueError):
-    """A store location that cannot be opened; the message says why."""
-
-
-@dataclass(frozen=True, slots=True)
-class StoredSnapshot:
-    """A snapshot of either store: when, how large, and the record that loads it."""
-
-    session_id: str
-    timestamp: datetime
-    size: int
-    record: Snapshot | SqlSnapshot
-
-
-def _postgres(location: str) -> SqlTranscriptManager:
-    for name in POSTGRES_DRIVERS:
-        try:
-            driver: Any = importlib.import_module(name)
-        except ImportError:
-            continue
-        return SqlTranscriptManager(partial(driver.connect, location), create=False)
-    raise StoreError(
-        "a PostgreSQL store needs a driver: pip install 'bareagent-compact[postgres]' (psycopg)"
-    )
-
-
-def open_store(location: str) -> tuple[Store, str]:
-    """The store at ``location`` and its kind (``jsonl``, ``sqlite`` or ``postgresql``).
-
-    A directory is a JSONL store, a sqlite3 file a SQL store, and a
-    ``postgresql://`` URL a PostgreSQL store. Nothing is created.
-    """
-    if location.startswith(POSTGRES_SCHEMES):
-        return _postgres(location), "postgresql"
-    path = Path(location).expanduser()
-    if path.is_dir():
-        return JsonlTranscriptManager(path), "jsonl"
-    if not path.exists():
-        raise StoreError(f"{location}: no such file or directory")
-    try:
-        with path.open("rb") as file:
-            header = file.read(len(SQLITE_HEADER))
-    except OSError as exc:
-        raise StoreError(f"{location}: cannot read ({exc.strerror})") from None
-    if header != SQLITE_HEADER:
-        raise StoreError(
-            f"{location} is neither a directory of JSONL transcripts nor a sqlite3 database"
-        )
-    return SqlTranscriptManager(path, create=False), "sqlite"
-
-
-def snapshots(store: Store, session_id: str | None = None) -> list[StoredSnapshot]:
-    """Every snapshot (of ``session_id``), newest first, with its size in bytes."""
-    if isinstance(store, SqlTranscriptManager):
-        return [
-            StoredSnapshot(s.session_id, s.timestamp, s.size, s)
-            for s in store.snapshots(session_id)
-        ]
-    found = []
-    for s in store.snapshots(session_id):
-        try:
-            size = s.path.stat().st_size
-        except OSError:
-            continue  # removed since it was listed
-        found.append(StoredSnapshot(s.session_id, s.timestamp, size, s))
-    return found
-
-
-def load(store: Store, snapshot: StoredSnapshot) -> list[Message]:
-    """The messages of one snapshot."""
-    record = snapshot.record
-    if isinstance(record, SqlSnapshot):
-        if not isinstance(store, SqlTranscriptManager):
-            raise TypeError("a SqlSnapshot loads only from a SqlTranscriptManager")
-        return store.load_snapshot(record)
-    return JsonlTranscriptManager.load_snapshot(record.path)
-
-
-def archive_size(records: list[ArchiveRecord]) -> int:
-    """The size of archived records as JSONL, in UTF-8 bytes."""
-    return sum(
-        len(json.dumps(r, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")) + 1
-        for r in records
-    )
-
-
-def close(store: Store) -> None:
-    """Close the database connections of a SQL store (a JSONL store holds none)."""
-    if isinstance(store, SqlTranscriptManager):
-        store.close()
+__all__ = [
+    "POSTGRES_DRIVERS",
+    "POSTGRES_SCHEMES",
+    "SQLITE_HEADER",
+    "Store",
+    "StoreError",
+    "StoredSnapshot",
+    "archive_size",
+    "close",
+    "load",
+    "open_store",
+    "snapshots",
+]

@@ -1,0 +1,296 @@
+"""What both transcript stores share: session ids, the line format, the clock, corrupt data.
+
+A snapshot is JSONL text, one message per line as a JSON object in UTF-8 with
+non-ASCII kept readable, whichever store holds it (a file, or a database row);
+an archive record is one such line. Encoding, decoding and their errors live
+here so that the same bytes give the same result, or the same error, from
+either store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any, Final, TypeAlias
+
+from bareagent_compact._json import has_only_str_keys, log_renamed, with_plain_keys
+from bareagent_compact.protocols import ArchiveRecord, Message
+from bareagent_compact.stores.errors import CorruptTranscriptError
+from bareagent_compact.validate import not_a_dict, not_a_list
+
+__all__ = [
+    "DIRECTORY_MODE",
+    "FILE_MODE",
+    "MAX_SESSION_ID_BYTES",
+    "MAX_SESSION_ID_CHARS",
+    "ONE_MICROSECOND",
+    "Clock",
+    "check_clock",
+    "check_session_id",
+    "clock_time",
+    "decode_jsonl",
+    "decode_line",
+    "encode_archive_record",
+    "encode_line",
+    "encode_snapshot",
+    "log_fallbacks",
+    "utc_now",
+]
+
+# Encoding warnings keep the logger they have always had, whichever store writes.
+logger = logging.getLogger("bareagent_compact.transcripts")
+
+Clock: TypeAlias = Callable[[], datetime]
+"""Returns the current time; an aware value is converted to UTC, a naive one is used as is."""
+
+MAX_SESSION_ID_CHARS: Final = 128
+"""The longest session id, in characters."""
+
+MAX_SESSION_ID_BYTES: Final = 200
+"""The longest session id in UTF-8 bytes, so file names stay under the 255-byte limit."""
+
+DIRECTORY_MODE: Final = 0o700
+"""The mode of a directory a store creates (transcripts may hold secrets)."""
+
+FILE_MODE: Final = 0o600
+"""The mode of a file a store creates."""
+
+ONE_MICROSECOND: Final = timedelta(microseconds=1)
+
+_FORBIDDEN_CHARS: Final = frozenset('/\\<>:"|?*')
+_RESERVED_NAMES: Final = frozenset(
+    {"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"}
+    | {f"{port}{n}" for port in ("COM", "LPT") for n in "0123456789\u00b9\u00b2\u00b3"}
+)
+_SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
+
+
+# -- session ids ------------------------------------------------------------------
+
+
+def _shown(session_id: str) -> str:
+    """A bounded repr for error messages."""
+    return repr(session_id[:40] + "...") if len(session_id) > 40 else repr(session_id)
+
+
+def check_session_id(session_id: object) -> str:
+    """Return ``session_id`` (NFC-normalised) if it is safe as part of a file name.
+
+    It must be a non-empty ``str`` of at most 128 characters and 200 UTF-8 bytes,
+    not start with ``.``, contain only printable characters (no NUL, control or
+    format characters) and none of ``/ \\ < > : " | ? *``, and not be a Windows
+    device name (``CON``, ``NUL``, ``COM1``, ...). Raises ``TypeError`` or
+    ``ValueError`` otherwise, before anything touches the disk. Both stores
+    apply exactly these rules, so an id valid for one is valid for the other.
+    """
+    if not isinstance(session_id, str):
+        raise TypeError(f"session_id must be a str, got {type(session_id).__name__}")
+    if not session_id:
+        raise ValueError("session_id must not be empty")
+    if len(session_id) <= MAX_SESSION_ID_CHARS:
+        _check_characters(session_id)
+        session_id = unicodedata.normalize("NFC", session_id)
+    _check_name(session_id)
+    return session_id
+
+
+def _check_characters(session_id: str) -> None:
+    """Refuse a character that is not printable or has a meaning in paths."""
+    for char in session_id:
+        if char in _FORBIDDEN_CHARS or not char.isprintable():
+            raise ValueError(
+                f"session_id must be a plain file name; {char!r} is not allowed "
+                f"in {_shown(session_id)}"
+            )
+
+
+def _check_name(session_id: str) -> None:
+    """Refuse an id too long, hidden, or naming a Windows device."""
+    if len(session_id) > MAX_SESSION_ID_CHARS:
+        raise ValueError(
+            f"session_id must be at most {MAX_SESSION_ID_CHARS} characters, "
+            f"got {len(session_id)}: {_shown(session_id)}"
+        )
+    if session_id.startswith("."):
+        raise ValueError(f"session_id must not start with '.', got {_shown(session_id)}")
+    if len(session_id.encode("utf-8")) > MAX_SESSION_ID_BYTES:
+        raise ValueError(
+            f"session_id must be at most {MAX_SESSION_ID_BYTES} bytes in UTF-8, "
+            f"got {_shown(session_id)}"
+        )
+    if session_id.split(".", 1)[0].rstrip(" ").upper() in _RESERVED_NAMES:
+        raise ValueError(f"session_id must not be a device name, got {_shown(session_id)}")
+
+
+# -- the clock --------------------------------------------------------------------
+
+
+def utc_now() -> datetime:
+    """The default clock: now, in UTC."""
+    return datetime.now(timezone.utc)
+
+
+def check_clock(clock: object) -> None:
+    """Refuse a ``clock`` that cannot be called (when a store is made, not at a save)."""
+    if not callable(clock):
+        raise TypeError(f"clock must be callable, got {type(clock).__name__}")
+
+
+def clock_time(clock: Clock) -> datetime:
+    """The clock's time as a naive value: UTC when the clock says which zone it is in."""
+    now = clock()
+    if not isinstance(now, datetime):
+        raise TypeError(f"clock must return a datetime, got {type(now).__name__}")
+    if now.tzinfo is not None:
+        now = now.astimezone(timezone.utc).replace(tzinfo=None)
+    return now
+
+
+# -- encoding ---------------------------------------------------------------------
+
+
+def encode_line(value: Any, fallbacks: Counter[str], renamed: Counter[str]) -> bytes:
+    """One JSON line in UTF-8, non-ASCII kept readable.
+
+    Values JSON cannot encode (and dict keys it cannot) become their ``str`` and
+    are counted by type in ``fallbacks``. Keys of one dict that JSON would write
+    alike (``1`` and ``"1"``) are kept apart by a ``#n`` suffix on the later one,
+    counted in ``renamed``. Cyclic or too deeply nested data raises
+    ``ValueError``. Unpaired surrogates are written as ``\\uXXXX`` escapes.
+    """
+    counted: Counter[str] = Counter()
+    collided: Counter[str] = Counter()
+
+    def fallback(obj: object) -> str:
+        counted[type(obj).__name__] += 1
+        return str(obj)
+
+    try:
+        if has_only_str_keys(value):
+            text = json.dumps(value, ensure_ascii=False, default=fallback)
+        else:  # keys JSON would write as text: they may collide with other keys
+            plain = with_plain_keys(value, counted, collided, set())
+            text = json.dumps(plain, ensure_ascii=False, default=fallback)
+    except RecursionError:
+        raise ValueError("message content is nested too deeply to encode as JSON") from None
+    except ValueError as exc:
+        raise ValueError(f"message content cannot be encoded as JSON: {exc}") from None
+    fallbacks.update(counted)
+    renamed.update(collided)
+    return _utf8(text) + b"\n"
+
+
+def _utf8(text: str) -> bytes:
+    """``text`` in UTF-8; unpaired surrogates (only ever inside JSON strings) escaped."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        escaped = _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        return escaped.encode("utf-8")
+
+
+def log_fallbacks(
+    what: str, session_id: str, fallbacks: Counter[str], renamed: Counter[str]
+) -> None:
+    """Warn once per write about renamed keys and values written as their ``str``."""
+    log_renamed(f"{what} for session {session_id!r}", renamed, logger)
+    if fallbacks:
+        logger.warning(
+            "%s for session %r: %d value(s) JSON cannot encode were written as their str() "
+            "(types: %s)",
+            what,
+            session_id,
+            sum(fallbacks.values()),
+            ", ".join(sorted(fallbacks)),
+        )
+
+
+def encode_snapshot(messages: Sequence[Message], session_id: str) -> list[bytes]:
+    """One JSON line per message of a snapshot, with the encoding fallbacks logged.
+
+    Raises ``TypeError`` for a value that is not a list of dicts, ``ValueError``
+    for cyclic or too deeply nested content; nothing is written by either.
+    """
+    if not isinstance(messages, list | tuple):
+        raise not_a_list(messages)
+    fallbacks: Counter[str] = Counter()
+    renamed: Counter[str] = Counter()
+    lines = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise not_a_dict(index, message)
+        lines.append(encode_line(message, fallbacks, renamed))
+    log_fallbacks("snapshot", session_id, fallbacks, renamed)
+    return lines
+
+
+def encode_archive_record(record: ArchiveRecord) -> tuple[str, bytes]:
+    """The checked session id of an archive record and its JSON line.
+
+    Raises ``TypeError`` for a record that is not a dict, ``ValueError`` for one
+    without a valid ``session_id`` or with content JSON cannot encode.
+    """
+    if not isinstance(record, dict):
+        raise TypeError(f"archive record must be a dict, got {type(record).__name__}")
+    if "session_id" not in record:
+        raise ValueError("archive record has no 'session_id'")
+    session_id = check_session_id(record["session_id"])
+    fallbacks: Counter[str] = Counter()
+    renamed: Counter[str] = Counter()
+    line = encode_line(record, fallbacks, renamed)
+    log_fallbacks("archive record", session_id, fallbacks, renamed)
+    return session_id, line
+
+
+# -- decoding ---------------------------------------------------------------------
+
+
+def decode_line(where: object, number: int, raw: bytes | str) -> dict[str, Any]:
+    """Parse one line into a dict, or raise ``CorruptTranscriptError`` naming where it is.
+
+    ``where`` names the file (or the database row) and ``number`` the line; the
+    message never quotes the line itself.
+    """
+    prefix = f"corrupt transcript {where}, line {number}"
+    if isinstance(raw, str):
+        text = raw
+    else:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptTranscriptError(f"{prefix}: invalid UTF-8 at byte {exc.start}") from None
+    value = _parse_json(prefix, text)
+    if not isinstance(value, dict):
+        raise CorruptTranscriptError(
+            f"{prefix}: expected a JSON object, got {type(value).__name__}"
+        )
+    return value
+
+
+def _parse_json(prefix: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CorruptTranscriptError(
+            f"{prefix}: invalid JSON ({exc.msg} at column {exc.colno})"
+        ) from None
+    except RecursionError:
+        raise CorruptTranscriptError(f"{prefix}: JSON nested too deeply") from None
+    except ValueError as exc:  # an integer longer than Python converts
+        raise CorruptTranscriptError(f"{prefix}: invalid JSON value ({exc})") from None
+
+
+def decode_jsonl(where: object, data: bytes | str) -> list[dict[str, Any]]:
+    """Every line of a JSONL text as a dict, blank lines skipped (see :func:`decode_line`)."""
+    lines: list[bytes | str] = []
+    lines.extend(data.split(b"\n") if isinstance(data, bytes) else data.split("\n"))
+    found = []
+    for number, raw in enumerate(lines, start=1):
+        if raw.strip():
+            found.append(decode_line(where, number, raw))
+    return found
