@@ -208,7 +208,8 @@ def _read_dict(
 def _read_data(
     value: dict[Any, Any], depth: int, strings: list[str], media: list[int], payload: bool
 ) -> dict[Any, Any]:
-    """A data dict (a tool's input): every key and value is text, nested ones too."""
+    """A data dict (one with neither ``role`` nor ``type``, such as a tool's input, and
+    every dict below one): every key and value is text, nested ones too."""
     add = strings.append
     copy: dict[Any, Any] = {}
     for key, item in value.items():
