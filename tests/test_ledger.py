@@ -363,6 +363,23 @@ def test_async_compactor_records_usage_too() -> None:
     assert result.tokens_before == api(messages)
 
 
+def test_below_a_dict_without_role_or_type_every_key_is_text() -> None:
+    """A message's and a block's keys (and the values of role and type) are
+    structure; a dict with neither (a tool's input) is data, and so is every dict
+    nested in it, even one with a ``type``."""
+    strings = FEATURES.index("strings")
+    call = {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "t1", "name": "edit", "input": {}}],
+    }
+    assert message_features(call)[strings] == 2  # id and name
+    call["content"][0]["input"] = {"path": "a.py", "options": {"type": "diff", "n": 1}}
+    # path, a.py, options, then the nested dict's type, diff, n, 1
+    assert message_features(call)[strings] == 2 + 7
+    call["content"][0]["input"] = {"type": "diff", "path": "a.py"}  # reads as a block
+    assert message_features(call)[strings] == 2 + 1
+
+
 def test_an_image_costs_a_learned_constant_not_its_encoded_bytes() -> None:
     ledger, api, messages = warmed_up(turns=6)
     ledger.record(messages, api(messages))

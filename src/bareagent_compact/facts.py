@@ -10,7 +10,7 @@ the size of the source.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -65,57 +65,89 @@ def extract(source: Sequence[Message]) -> Facts:
     seen: set[str] = set()
     for message in source:
         text = render_message(message, names)
-        kind = dialects.kind(message)
-        if kind is dialects.Kind.USER:
-            content = render_content(message.get("content"), names).strip()
-            if content and not content.startswith(SUMMARY_PREFIX):
-                facts.request = content
-        for url in URL_RE.findall(text):
-            _add(facts.urls, seen, url.rstrip(".,;:"))
-        without_urls = URL_RE.sub(" ", text)
-        for path in PATH_RE.findall(without_urls):
-            if "/" in path or "." in path:
-                _add(facts.paths, seen, path)
-        for line in text.splitlines():
-            if ERROR_RE.search(line) and not line.startswith("[truncated:"):
-                stripped = line.strip()
-                _add(facts.errors, seen, stripped[:LINE_CHARS])
+        if dialects.kind(message) is dialects.Kind.USER:
+            request = _request(message, names)
+            if request is not None:
+                facts.request = request
+        _add_urls_and_paths(facts, seen, text)
+        _add_errors(facts, seen, text)
     return facts
 
 
-def pinned_block(
-    facts: Facts, summary: str, budget: int, count: Callable[[str], int]
-) -> str:
-    """The text to append to the summary: the facts the summary lacks, newest first
-    in each kind, within ``budget`` (as measured by ``count``). Empty if none."""
-    lines: list[str] = []
-    used = count(PINNED_HEADING) + 2
+def _request(message: Message, names: dict[str, str]) -> str | None:
+    """The text of a user message, unless it is empty or a previous summary."""
+    content = render_content(message.get("content"), names).strip()
+    if content and not content.startswith(SUMMARY_PREFIX):
+        return content
+    return None
 
-    def take(line: str) -> bool:
-        nonlocal used
-        size = count(line) + 1
-        if used + size > budget:
+
+def _add_urls_and_paths(facts: Facts, seen: set[str], text: str) -> None:
+    """The URLs of ``text``, then the paths outside them."""
+    for url in URL_RE.findall(text):
+        _add(facts.urls, seen, url.rstrip(".,;:"))
+    for path in PATH_RE.findall(URL_RE.sub(" ", text)):
+        if "/" in path or "." in path:
+            _add(facts.paths, seen, path)
+
+
+def _add_errors(facts: Facts, seen: set[str], text: str) -> None:
+    """The error lines of ``text`` (not a truncation marker), stripped and clipped."""
+    for line in text.splitlines():
+        if ERROR_RE.search(line) and not line.startswith("[truncated:"):
+            _add(facts.errors, seen, line.strip()[:LINE_CHARS])
+
+
+class _Lines:
+    """Lines taken while they fit a token budget (the heading counted first)."""
+
+    __slots__ = ("budget", "count", "lines", "used")
+
+    def __init__(self, budget: int, count: Callable[[str], int]) -> None:
+        self.lines: list[str] = []
+        self.budget = budget
+        self.count = count
+        self.used = count(PINNED_HEADING) + 2
+
+    def take(self, line: str) -> bool:
+        """Take ``line`` if it fits; whether it did."""
+        size = self.count(line) + 1
+        if self.used + size > self.budget:
             return False
-        lines.append(line)
-        used += size
+        self.lines.append(line)
+        self.used += size
         return True
 
-    request = facts.request
-    if request and request not in summary:
-        if len(request) > REQUEST_CHARS:
-            request = request[:REQUEST_CHARS] + " …"
-        take("Last user request: " + request)
+
+def _request_line(request: str | None, summary: str) -> str | None:
+    """The last user request's line, unless the summary already holds it."""
+    if not request or request in summary:
+        return None
+    if len(request) > REQUEST_CHARS:
+        request = request[:REQUEST_CHARS] + " …"
+    return "Last user request: " + request
+
+
+def _rounds(facts: Facts, summary: str) -> Iterator[list[str]]:
+    """The lines of the facts the summary lacks, newest first, one of each kind a
+    round, so that one kind cannot crowd out the others."""
     kinds = (("Error", facts.errors), ("File", facts.paths), ("URL", facts.urls))
-    queues = [[v for v in reversed(values) if v not in summary] for _, values in kinds]
-    # Newest first, taking the kinds in turn, so one kind cannot crowd out the others.
-    while any(queues):
-        progressed = False
-        for (label, _), queue in zip(kinds, queues, strict=True):
-            if queue:
-                value = queue.pop(0)
-                progressed = take(f"{label}: {value}") or progressed
-        if not progressed:
+    queues = [(label, [v for v in reversed(values) if v not in summary]) for label, values in kinds]
+    while any(queue for _, queue in queues):
+        yield [f"{label}: {queue.pop(0)}" for label, queue in queues if queue]
+
+
+def pinned_block(facts: Facts, summary: str, budget: int, count: Callable[[str], int]) -> str:
+    """The text to append to the summary: the facts the summary lacks, newest first
+    in each kind, within ``budget`` (as measured by ``count``). Empty if none."""
+    taken = _Lines(budget, count)
+    request = _request_line(facts.request, summary)
+    if request is not None:
+        taken.take(request)
+    for lines in _rounds(facts, summary):
+        fitted = [taken.take(line) for line in lines]  # every line is tried
+        if not any(fitted):
             break
-    if not lines:
+    if not taken.lines:
         return ""
-    return "\n\n" + PINNED_HEADING + "\n" + "\n".join(lines)
+    return "\n\n" + PINNED_HEADING + "\n" + "\n".join(taken.lines)

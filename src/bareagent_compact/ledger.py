@@ -174,51 +174,106 @@ def _too_deep() -> ValueError:
     return ValueError(f"message content is nested more than {MAX_DEPTH} levels deep")
 
 
-def _read(
-    value: dict[Any, Any] | list[Any], depth: int, data: bool, strings: list[str], media: list[int]
-) -> Any:
-    """A copy of the dicts and lists in ``value`` (everything else shared), appending
-    the text the model reads to ``strings``.
+def _read(value: dict[Any, Any] | list[Any], strings: list[str], media: list[int]) -> Any:
+    """A copy of the dicts and lists in message ``value`` (everything else shared),
+    appending the text the model reads to ``strings``.
 
     The keys of a data dict (a tool's input) are text; those of a message or a
     block (a dict with a ``role`` or a ``type``) are structure, as are the values
     of ``role`` and ``type``. Images and files are counted in ``media``; their
     encoded payload (a ``data:`` URL, a ``source``'s ``data``) is not text.
     """
+    if isinstance(value, dict):
+        return _read_dict(value, 0, False, strings, media)
+    return _read_list(value, 0, False, strings, media)
+
+
+def _read_dict(
+    value: dict[Any, Any], depth: int, data: bool, strings: list[str], media: list[int]
+) -> dict[Any, Any]:
+    """:func:`_read` of a dict: decides whether it is a data dict (``data``, or
+    neither ``role`` nor ``type``) or a message or block, and counts its media."""
+    if depth > MAX_DEPTH:
+        raise _too_deep()
+    keys = data or not ("type" in value or "role" in value)
+    block_type = value.get("type")
+    if type(block_type) is str and block_type in _MEDIA_TYPES:
+        media.append(1)
+    payload = "media_type" in value  # an Anthropic source: its "data" is encoded
+    if keys:
+        return _read_data(value, depth, strings, media, payload)
+    return _read_block(value, depth, strings, media, payload)
+
+
+def _read_data(
+    value: dict[Any, Any], depth: int, strings: list[str], media: list[int], payload: bool
+) -> dict[Any, Any]:
+    """A data dict (one with neither ``role`` nor ``type``, such as a tool's input, and
+    every dict below one): every key and value is text, nested ones too."""
+    add = strings.append
+    copy: dict[Any, Any] = {}
+    for key, item in value.items():
+        add(key if type(key) is str else str(key))
+        kind = type(item)
+        if kind is dict:
+            copy[key] = _read_dict(item, depth + 1, True, strings, media)
+        elif kind is list:
+            copy[key] = _read_list(item, depth + 1, True, strings, media)
+        else:
+            copy[key] = item
+            if item is None:
+                continue
+            if kind is not str:
+                add(str(item))
+            elif len(item) <= _PAYLOAD or not _is_payload(item, key, payload):
+                add(item)
+    return copy
+
+
+def _read_block(
+    value: dict[Any, Any], depth: int, strings: list[str], media: list[int], payload: bool
+) -> dict[Any, Any]:
+    """A message or a block: its keys and the values of ``role`` and ``type`` are
+    structure, its other values text."""
+    add = strings.append
+    copy: dict[Any, Any] = {}
+    for key, item in value.items():
+        kind = type(item)
+        if kind is dict:
+            copy[key] = _read_dict(item, depth + 1, False, strings, media)
+        elif kind is list:
+            copy[key] = _read_list(item, depth + 1, False, strings, media)
+        else:
+            copy[key] = item
+            if item is None or key in _STRUCTURE_KEYS:
+                continue
+            if kind is not str:
+                add(str(item))
+            elif len(item) <= _PAYLOAD or not _is_payload(item, key, payload):
+                add(item)
+    return copy
+
+
+def _is_payload(text: str, key: Any, payload: bool) -> bool:
+    """Whether a long string is encoded data (a ``data:`` URL, a source's ``data``)."""
+    return text.startswith("data:") or (payload and key == "data")
+
+
+def _read_list(
+    value: list[Any], depth: int, data: bool, strings: list[str], media: list[int]
+) -> list[Any]:
+    """:func:`_read` of a list: its items are read as the values of its dict."""
     if depth > MAX_DEPTH:
         raise _too_deep()
     add = strings.append
-    if isinstance(value, dict):
-        keys = data or not ("type" in value or "role" in value)
-        block_type = value.get("type")
-        if type(block_type) is str and block_type in _MEDIA_TYPES:
-            media.append(1)
-        payload = "media_type" in value  # an Anthropic source: its "data" is encoded
-        copy: dict[Any, Any] = {}
-        for key, item in value.items():
-            if keys:
-                add(key if type(key) is str else str(key))
-            kind = type(item)
-            if kind is dict or kind is list:
-                copy[key] = _read(item, depth + 1, keys, strings, media)
-                continue
-            copy[key] = item
-            if item is None or (not keys and key in _STRUCTURE_KEYS):
-                continue
-            if kind is str:
-                if len(item) > _PAYLOAD and (
-                    item.startswith("data:") or (payload and key == "data")
-                ):
-                    continue
-                add(item)
-            else:
-                add(str(item))
-        return copy
     items: list[Any] = []
     for item in value:
         kind = type(item)
-        if kind is dict or kind is list:
-            items.append(_read(item, depth + 1, data, strings, media))
+        if kind is dict:
+            items.append(_read_dict(item, depth + 1, data, strings, media))
+            continue
+        if kind is list:
+            items.append(_read_list(item, depth + 1, data, strings, media))
             continue
         if item is not None:
             add(item if kind is str else str(item))
@@ -231,7 +286,7 @@ def read_message(message: Message) -> tuple[Message, list[float], int]:
     :data:`FEATURES`) and a hash of its text (equal messages, equal hashes)."""
     strings: list[str] = []
     media: list[int] = []
-    copy = _read(message, 0, False, strings, media)
+    copy = _read(message, strings, media)
     text = "\n".join(strings)
     features = [1.0, float(len(strings)), float(len(media)), *text_features(text)]
     # Equal messages have equal keys; unequal ones rarely do (a copy comparison decides).
@@ -360,6 +415,18 @@ _REJECTS_TO_ACCEPT: Final = 3
 """After this many implausible reports in a row, the next is believed (the content changed)."""
 
 
+def _new_entry(index: int, message: Message, by_content: dict[int, _Entry]) -> _Entry:
+    """The entry of a message not seen under this identity (or edited): it keeps
+    the charge of an equal message seen before under another identity."""
+    if not isinstance(message, dict):
+        raise not_a_dict(index, message)
+    entry = _Entry(message)
+    same = by_content.get(entry.key)
+    if same is not None and same.charge is not None and message == same.copy:
+        entry.charge = same.charge  # the same content, another identity
+    return entry
+
+
 class UsageLedger:
     """Counts a message list's tokens, anchored on the sizes the API reported.
 
@@ -408,36 +475,39 @@ class UsageLedger:
         if len(messages) == len(self._copies) and messages == self._copies:
             return self._resolved  # nothing changed since the last call: one C-level compare
         ids = list(map(id, messages))
-        old = self._entries
-        resolved: list[_Entry] = list(map(old.get, ids, repeat(_ABSENT)))
+        resolved: list[_Entry] = list(map(self._entries.get, ids, repeat(_ABSENT)))
         unchanged = list(map(eq, messages, map(_COPY_OF, resolved)))
         if all(unchanged):
-            if ids != self._ids:
-                self._ids = ids
-                self._entries = dict(zip(ids, resolved, strict=True))
-                self._provisional = [e for e in self._provisional if e in resolved]
-            self._keep(resolved)
-            return resolved
+            self._reorder(ids, resolved)
+        else:
+            self._renew(messages, ids, resolved, unchanged)
+        self._keep(resolved)
+        return resolved
+
+    def _reorder(self, ids: list[int], resolved: list[_Entry]) -> None:
+        """Keep exactly ``resolved``, every message known and unchanged (some may have
+        left the history or moved)."""
+        if ids != self._ids:
+            self._ids = ids
+            self._entries = dict(zip(ids, resolved, strict=True))
+            self._provisional = [e for e in self._provisional if e in resolved]
+
+    def _renew(
+        self, messages: list[Message], ids: list[int], resolved: list[_Entry], unchanged: list[bool]
+    ) -> None:
+        """Fill in ``resolved`` where a message is new or was edited, then keep exactly it."""
         created: dict[int, _Entry] = {}
-        known = list(old.values())
+        known = list(self._entries.values())
         by_content = dict(zip(map(_KEY_OF, known), known, strict=True))
         for index in compress(range(len(ids)), map(not_, unchanged)):
-            message = messages[index]
             entry = created.get(ids[index])
             if entry is None:
-                if not isinstance(message, dict):
-                    raise not_a_dict(index, message)
-                entry = created[ids[index]] = _Entry(message)
-                same = by_content.get(entry.key)
-                if same is not None and same.charge is not None and message == same.copy:
-                    entry.charge = same.charge  # the same content, another identity
+                entry = created[ids[index]] = _new_entry(index, messages[index], by_content)
             resolved[index] = entry
         self._ids = ids
         self._entries = entries = dict(zip(ids, resolved, strict=True))
         if self._provisional:  # what left the history is not kept
             self._provisional = [e for e in self._provisional if entries.get(id(e.message)) is e]
-        self._keep(resolved)
-        return resolved
 
     def _keep(self, resolved: list[_Entry]) -> None:
         self._resolved = resolved
@@ -468,39 +538,43 @@ class UsageLedger:
         for entry in new:
             predictions.append(self._predict(entry))
             features = list(map(add, features, entry.features))
-        predicted = math.fsum(predictions)
         if not self._reported:
-            # The first report: the messages are charged their estimate, the rest
-            # is overhead; a report smaller than the estimate is all messages, the
-            # estimate scaled down (an overhead is never negative).
-            scale = 1.0
-            if predicted > input_tokens:
-                scale = input_tokens / predicted
-            self._overhead = max(0.0, input_tokens - predicted)
-            self._charge(new, predictions, scale)
-            for entry in new:
-                entry.provisional = True
-            self._provisional = new
-            self._reported = True
+            self._record_first(new, predictions, input_tokens)
             return
         residual = input_tokens - self._overhead - known  # what the new content cost
         if not new:
             # The overhead changed (another system prompt?)
             self._overhead = max(0.0, self._overhead + residual)
             return
+        predicted = math.fsum(predictions)
         if self._plausible(residual, predicted):
             self._pool(features, residual)
             scale = residual / predicted if predicted > 0 else 1.0
             self._charge(new, predictions, scale, residual if predicted <= 0 else None)
-        else:
-            logger.info(
-                "reported input size %d is far from the expected %d: taken as a change of "
-                "overhead, not of the content's weight",
-                input_tokens,
-                round(self._overhead + known + predicted),
-            )
-            self._overhead = max(0.0, self._overhead + residual - predicted)
-            self._charge(new, predictions, 1.0)
+            return
+        logger.info(
+            "reported input size %d is far from the expected %d: taken as a change of "
+            "overhead, not of the content's weight",
+            input_tokens,
+            round(self._overhead + known + predicted),
+        )
+        self._overhead = max(0.0, self._overhead + residual - predicted)
+        self._charge(new, predictions, 1.0)
+
+    def _record_first(self, new: list[_Entry], predictions: list[float], input_tokens: int) -> None:
+        """The first report: the messages are charged their estimate, the rest is
+        overhead; a report smaller than the estimate is all messages, the estimate
+        scaled down (an overhead is never negative)."""
+        predicted = math.fsum(predictions)
+        scale = 1.0
+        if predicted > input_tokens:
+            scale = input_tokens / predicted
+        self._overhead = max(0.0, input_tokens - predicted)
+        self._charge(new, predictions, scale)
+        for entry in new:
+            entry.provisional = True
+        self._provisional = new
+        self._reported = True
 
     def _pool(self, features: list[float], tokens: float) -> None:
         """Refit on the new content of every few reports taken together (a refit

@@ -82,6 +82,73 @@ def _section(summary: str, title: str) -> str:
     return summary[body_start : end if end >= 0 else len(summary)].strip()
 
 
+class _Digest:
+    """What an offline summary keeps, gathered turn by turn."""
+
+    __slots__ = ("errors", "goals", "last_assistant", "paths", "tools", "truncated")
+
+    def __init__(self) -> None:
+        self.goals: list[str] = []
+        self.tools: Counter[str] = Counter()
+        self.paths: dict[str, None] = {}
+        self.errors: dict[str, None] = {}
+        self.last_assistant = ""
+        self.truncated = 0
+
+    def add(self, role: str, body: str) -> None:
+        """Take one turn of the transcript."""
+        for match in _PATH_RE.finditer(body):
+            self.paths.setdefault(match.group(1), None)
+        if role == "user" and body.startswith(_PREVIOUS):
+            self._carry(body)
+            return
+        self.tools.update(_TOOL_USE_RE.findall(body))
+        self.truncated += len(_TRUNCATED_RE.findall(body))
+        if role == "user":
+            self._add_user(body)
+        elif role == "assistant":
+            self._add_assistant(body)
+
+    def _carry(self, summary: str) -> None:
+        """An earlier summary: carry its goals, errors and tool counts forward."""
+        self.goals.extend(_section(summary, "目标").removeprefix("- ").split("\n- "))
+        for line in _section(summary, "错误").split("\n"):
+            if line.startswith("- ") and line != "- (none)":
+                self.errors.setdefault(line[2:], None)
+        for name, count in _tool_counts(_section(summary, "工具")):
+            self.tools[name] += count
+
+    def _add_user(self, body: str) -> None:
+        """A tool result gives its error lines; any other user turn is a goal."""
+        if not body.startswith("[tool_result:"):
+            self.goals.append(_clip(body, 160))
+            return
+        for line in body.splitlines():
+            if _ERROR_RE.search(line):
+                self.errors.setdefault(_clip(line, 120), None)
+
+    def _add_assistant(self, body: str) -> None:
+        """The assistant's text without its tool calls, if any, is the latest statement."""
+        text = "\n".join(
+            line for line in body.splitlines() if not line.startswith("[tool_use:")
+        ).strip()
+        if text:
+            self.last_assistant = text
+
+    def sections(self) -> list[tuple[str, str]]:
+        """The titled sections of the summary, each ``(none)`` when empty."""
+        tool_line = "、".join(f"{name}×{count}" for name, count in self.tools.most_common(8))
+        goals = "\n".join(f"- {g}" for g in _first_and_last(self.goals) if g != "(none)")
+        errors = "\n".join(f"- {e}" for e in list(self.errors)[-4:])
+        return [
+            ("目标 (goals)", goals or "- (none)"),
+            ("工具 (tools used)", tool_line or "(none)"),
+            ("路径 (paths)", ", ".join(list(self.paths)[:12]) or "(none)"),
+            ("错误 (errors)", errors or "- (none)"),
+            ("最近进展 (last assistant statement)", _clip(self.last_assistant, 300) or "(none)"),
+        ]
+
+
 class OfflineSummarizer:
     """A summary provider that needs no model (it satisfies ``SummaryProvider``).
 
@@ -102,51 +169,11 @@ class OfflineSummarizer:
     def summarize(self, transcript: str) -> str:
         """Summarise a transcript in the ``_serialize`` format."""
         turns = _turns(transcript)
-        goals: list[str] = []
-        tools: Counter[str] = Counter()
-        paths: dict[str, None] = {}
-        errors: dict[str, None] = {}
-        last_assistant = ""
-        truncated = 0
+        digest = _Digest()
         for role, body in turns:
-            for match in _PATH_RE.finditer(body):
-                paths.setdefault(match.group(1), None)
-            if role == "user" and body.startswith(_PREVIOUS):
-                # An earlier summary: carry its goals and tool counts forward.
-                goals.extend(_section(body, "目标").removeprefix("- ").split("\n- "))
-                for line in _section(body, "错误").split("\n"):
-                    if line.startswith("- ") and line != "- (none)":
-                        errors.setdefault(line[2:], None)
-                for name, count in _tool_counts(_section(body, "工具")):
-                    tools[name] += count
-                continue
-            tools.update(_TOOL_USE_RE.findall(body))
-            truncated += len(_TRUNCATED_RE.findall(body))
-            if role == "user" and body.startswith("[tool_result:"):
-                for line in body.splitlines():
-                    if _ERROR_RE.search(line):
-                        errors.setdefault(_clip(line, 120), None)
-            elif role == "user":
-                goals.append(_clip(body, 160))
-            elif role == "assistant":
-                text = "\n".join(
-                    line for line in body.splitlines() if not line.startswith("[tool_use:")
-                ).strip()
-                if text:
-                    last_assistant = text
-        tool_line = "、".join(f"{name}×{count}" for name, count in tools.most_common(8))
-        sections = [
-            (
-                "目标 (goals)",
-                "\n".join(f"- {g}" for g in _first_and_last(goals) if g != "(none)") or "- (none)",
-            ),
-            ("工具 (tools used)", tool_line or "(none)"),
-            ("路径 (paths)", ", ".join(list(paths)[:12]) or "(none)"),
-            ("错误 (errors)", "\n".join(f"- {e}" for e in list(errors)[-4:]) or "- (none)"),
-            ("最近进展 (last assistant statement)", _clip(last_assistant, 300) or "(none)"),
-        ]
-        header = f"离线摘要：{len(turns)} 条消息，{truncated} 个结果已截断。"
-        return self._bounded(header, sections)
+            digest.add(role, body)
+        header = f"离线摘要：{len(turns)} 条消息，{digest.truncated} 个结果已截断。"
+        return self._bounded(header, digest.sections())
 
     def _bounded(self, header: str, sections: list[tuple[str, str]]) -> str:
         text = "\n\n".join([header, *(f"{title}:\n{body}" for title, body in sections)])

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, TypeAlias, overload
 
 from bareagent_compact.validate import check_int
@@ -164,13 +164,24 @@ def _unusable(label: str, why: str) -> str:
     return ""
 
 
+def _is_list(value: object) -> bool:
+    """A sequence of items, not a string."""
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
+def _texts(parts: Iterable[object], kind: str) -> list[str]:
+    """The ``text`` of the parts of type ``kind`` that have a str one."""
+    texts = [_get(part, "text") for part in parts if _get(part, "type") == kind]
+    return [text for text in texts if isinstance(text, str)]
+
+
 # --------------------------------------------------------------------------- Anthropic
 
 
 def _read_anthropic(response: object) -> str:
     """Text blocks of a Messages API response; ``""`` on a refusal or without text."""
     content = _get(response, "content")
-    if not isinstance(content, Sequence) or isinstance(content, (str, bytes)):
+    if not _is_list(content):
         raise TypeError(
             "expected an Anthropic Message with a content list (streaming is not supported), "
             f"got {type(response).__name__}"
@@ -178,8 +189,7 @@ def _read_anthropic(response: object) -> str:
     stop = _get(response, "stop_reason")
     if stop == "refusal":
         return _unusable("anthropic_provider", "the model refused")
-    texts = [_get(block, "text") for block in content if _get(block, "type") == "text"]
-    text = "".join(t for t in texts if isinstance(t, str))
+    text = "".join(_texts(content, "text"))
     if not text.strip():
         return _unusable("anthropic_provider", f"no text in the answer, stop_reason {stop!r}")
     if stop == "max_tokens":
@@ -255,7 +265,7 @@ def anthropic_provider(
 def _read_chat(response: object) -> str:
     """The first choice's message content; ``""`` on a refusal, a filter or no content."""
     choices = _get(response, "choices")
-    if not isinstance(choices, Sequence) or isinstance(choices, (str, bytes)):
+    if not _is_list(choices):
         raise TypeError(
             "expected a ChatCompletion with choices (streaming is not supported), "
             f"got {type(response).__name__}"
@@ -269,14 +279,18 @@ def _read_chat(response: object) -> str:
         return _unusable("openai_chat_provider", "the model refused")
     if finish == "content_filter":
         return _unusable("openai_chat_provider", "the answer was filtered")
-    content = _get(message, "content")
-    if isinstance(content, list):  # some compatible servers answer with text parts
-        parts = [_get(part, "text") for part in content if _get(part, "type") == "text"]
-        content = "".join(p for p in parts if isinstance(p, str))
+    content = _chat_content(_get(message, "content"))
     if not isinstance(content, str) or not content.strip():
         return _unusable("openai_chat_provider", f"no text in the answer, finish_reason {finish!r}")
     if finish == "length":
         logger.warning("openai_chat_provider: the summary was cut at the token limit; kept")
+    return content
+
+
+def _chat_content(content: object) -> object:
+    """A message's content; text parts joined, as some compatible servers answer."""
+    if isinstance(content, list):
+        return "".join(_texts(content, "text"))
     return content
 
 
@@ -326,7 +340,7 @@ def openai_chat_provider(
 def _read_responses(response: object) -> str:
     """The ``output_text`` parts of the output messages; ``""`` on a refusal or failure."""
     output = _get(response, "output")
-    if not isinstance(output, Sequence) or isinstance(output, (str, bytes)):
+    if not _is_list(output):
         raise TypeError(
             "expected a Responses API Response with an output list (streaming is not "
             f"supported), got {type(response).__name__}"
@@ -334,6 +348,19 @@ def _read_responses(response: object) -> str:
     status = _get(response, "status")
     if status in ("failed", "cancelled") or _get(response, "error"):
         return _unusable("openai_responses_provider", f"the response has status {status!r}")
+    texts = _output_texts(output)
+    if texts is None:
+        return _unusable("openai_responses_provider", "the model refused")
+    text = "".join(texts)
+    if not text.strip():
+        return _unusable("openai_responses_provider", f"no text in the answer, status {status!r}")
+    if status == "incomplete":
+        logger.warning("openai_responses_provider: the summary is incomplete; kept as it is")
+    return text
+
+
+def _output_texts(output: Iterable[object]) -> list[str] | None:
+    """The ``output_text`` parts of the output messages, in order; ``None`` at a refusal."""
     texts: list[str] = []
     for item in output:
         if _get(item, "type") != "message":
@@ -341,16 +368,11 @@ def _read_responses(response: object) -> str:
         for part in _get(item, "content") or ():
             kind = _get(part, "type")
             if kind == "refusal":
-                return _unusable("openai_responses_provider", "the model refused")
+                return None
             text = _get(part, "text")
             if kind == "output_text" and isinstance(text, str):
                 texts.append(text)
-    text = "".join(texts)
-    if not text.strip():
-        return _unusable("openai_responses_provider", f"no text in the answer, status {status!r}")
-    if status == "incomplete":
-        logger.warning("openai_responses_provider: the summary is incomplete; kept as it is")
-    return text
+    return texts
 
 
 @overload

@@ -52,14 +52,24 @@ def input_tokens_of(usage: object) -> int:
     >>> input_tokens_of({"prompt_tokens": 2048, "completion_tokens": 17})
     2048
     """
-    if isinstance(usage, bool):
-        raise TypeError("usage must be an int or a usage object, got bool")
     if isinstance(usage, int):
-        if usage < 0:
-            raise ValueError(f"usage must be >= 0, got {usage}")
-        return usage
+        return _plain_size(usage)
     if usage is None or isinstance(usage, (str, bytes, float)):
         raise TypeError(f"usage must be an int or a usage object, got {type(usage).__name__}")
+    return _reported_size(usage)
+
+
+def _plain_size(usage: int) -> int:
+    """An ``int`` taken as the size itself (not a ``bool``, never negative)."""
+    if isinstance(usage, bool):
+        raise TypeError("usage must be an int or a usage object, got bool")
+    if usage < 0:
+        raise ValueError(f"usage must be >= 0, got {usage}")
+    return usage
+
+
+def _reported_size(usage: object) -> int:
+    """The size in a usage object or dict, whichever API's fields it has."""
     if _field(usage, "prompt_tokens") not in (_MISSING, None):
         return _tokens(usage, "prompt_tokens")  # OpenAI Chat Completions
     if _field(usage, "input_tokens") is _MISSING:
