@@ -340,31 +340,13 @@ class CompactorBase(Generic[ProviderT]):
         # Every option is checked and everything derived from them computed by
         # Options; keep_recent, micro_min_chars and clear_at_least left as None
         # take the values of the ``micro`` preset (the specification's: 3, off, 0).
-        self._options = Options(
-            provider,
-            transcript_mgr,
-            threshold,
-            keep_recent,
-            system_prompt,
-            acknowledgement,
-            token_counter,
-            keep_tool_pairs,
-            archive,
-            require_snapshot,
-            summary_input_tokens,
-            language,
-            instructions,
-            rolling_summaries,
-            pin_facts,
-            pin_facts_tokens,
-            keep_tail_tokens,
-            before_compact,
-            after_compact,
-            micro,
-            micro_min_chars,
-            exclude_tools,
-            clear_at_least,
-        )
+        self._options = Options(  # the same order as the signature, session_id aside
+            provider, transcript_mgr, threshold, keep_recent, system_prompt,
+            acknowledgement, token_counter, keep_tool_pairs, archive, require_snapshot,
+            summary_input_tokens, language, instructions, rolling_summaries, pin_facts,
+            pin_facts_tokens, keep_tail_tokens, before_compact, after_compact, micro,
+            micro_min_chars, exclude_tools, clear_at_least,
+        )  # fmt: skip
         self._ledger: UsageLedger | None = None
         self._anchor = ReportedCount()
         self._reset_counting()
