@@ -281,3 +281,26 @@ def test_a_history_rewritten_during_the_summary_is_left_alone() -> None:
 def test_force_must_be_a_bool() -> None:
     with pytest.raises(TypeError, match="force must be a bool, got str"):
         Compactor(RecordingProvider())(history(), force="false")  # type: ignore[arg-type]
+
+
+def test_both_drivers_log_a_failed_archive_the_same_way(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def archive(record: dict[str, Any]) -> None:
+        raise OSError("disk full")
+
+    def run(compactor: Compactor | AsyncCompactor, messages: list[dict[str, Any]]) -> Any:
+        if isinstance(compactor, AsyncCompactor):
+            return asyncio.run(compactor(messages))
+        return compactor(messages)
+
+    lines = []
+    for driver in (Compactor, AsyncCompactor):
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+        for i in range(5):
+            messages += tool_round(f"t{i}", "bash", "x" * 200)
+        caplog.clear()
+        result = run(driver(RecordingProvider(), threshold=10**9, archive=archive), messages)
+        assert result.truncated == 0  # every result kept whole
+        lines.append([r.getMessage() for r in caplog.records if "archive" in r.getMessage()])
+    assert lines[0] == lines[1] == ["archive hook failed; tool result kept untruncated"] * 2

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 from collections.abc import Callable, MutableSequence
 from typing import Any
 
@@ -20,8 +19,6 @@ from bareagent_compact.pipeline import (
 from bareagent_compact.protocols import AsyncSummaryProvider, SummaryProvider
 from bareagent_compact.result import CompactionResult
 from bareagent_compact.summarize import SummaryRequest
-
-logger = logging.getLogger("bareagent_compact.compactor")
 
 
 class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
@@ -77,16 +74,7 @@ class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
     async def _run(self, request: Request) -> Any:
         """Answer one request of the compaction steps, awaiting plug-ins."""
         if isinstance(request, ArchiveRequest):
-            assert self.archive is not None
-            archive = self.archive
-            if is_async_callable(archive):
-                return [await self._archive_one(archive, record) for record in request.records]
-
-            def archive_all() -> list[Outcome]:
-                return [_call(archive, record) for record in request.records]
-
-            outcomes = await asyncio.to_thread(archive_all)
-            return [await self._archived(outcome) for outcome in outcomes]
+            return await self._archive(request.records)
         if isinstance(request, HookRequest):
             # Hooks are quick: a plain one runs on the loop, an async one is awaited.
             outcome = _call(request.function, *request.args)
@@ -99,19 +87,19 @@ class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
         assert isinstance(request, SummaryRequest)
         return await _outcome(self.provider, request.prompt)
 
-    async def _archive_one(self, archive: Callable[..., Any], record: dict[str, Any]) -> bool:
-        return await self._archived(await _outcome(archive, record))
+    async def _archive(self, records: list[dict[str, Any]]) -> list[Outcome]:
+        """One outcome per record: an ``async def`` hook awaited record by record, a
+        plain one run for all of them in one worker thread."""
+        archive = self.archive
+        assert archive is not None
+        if is_async_callable(archive):
+            return [await _outcome(archive, record) for record in records]
 
-    @staticmethod
-    async def _archived(outcome: Outcome) -> bool:
-        if inspect.isawaitable(outcome.value):
-            outcome = await _settle(outcome.value)
-        if outcome.error is not None:
-            logger.warning(
-                "archive hook failed; tool result kept untruncated", exc_info=outcome.error
-            )
-            return False
-        return True
+        def archive_all() -> list[Outcome]:
+            return [_call(archive, record) for record in records]
+
+        outcomes = await asyncio.to_thread(archive_all)
+        return [await _settled(outcome) for outcome in outcomes]
 
 
 def _call(function: Callable[..., Any], *args: Any) -> Outcome:
@@ -119,6 +107,13 @@ def _call(function: Callable[..., Any], *args: Any) -> Outcome:
         return Outcome(function(*args))
     except Exception as exc:
         return Outcome(error=exc)
+
+
+async def _settled(outcome: Outcome) -> Outcome:
+    """``outcome``, or the outcome of awaiting the awaitable it holds."""
+    if inspect.isawaitable(outcome.value):
+        return await _settle(outcome.value)
+    return outcome
 
 
 async def _settle(awaitable: Any) -> Outcome:

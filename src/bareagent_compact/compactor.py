@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import inspect
-import logging
 import threading
 from collections.abc import MutableSequence, Sequence
 from typing import Any
 
+from bareagent_compact.options import Options
 from bareagent_compact.pipeline import (
     ArchiveRequest,
     CompactorBase,
@@ -24,8 +24,6 @@ from bareagent_compact.result import CompactionResult
 from bareagent_compact.summarize import SummaryRequest
 
 __all__ = ["Compactor", "summary_text"]
-
-logger = logging.getLogger(__name__)
 
 
 class Compactor(CompactorBase[SummaryProvider]):
@@ -45,16 +43,18 @@ class Compactor(CompactorBase[SummaryProvider]):
     """
 
     def _setup(self) -> None:
+        self._lock = threading.RLock()
+
+    def _check_plugins(self, options: Options) -> None:
         for name, value in (
-            ("provider", self.provider),
-            ("transcript_mgr.save", getattr(self.transcript_mgr, "save", None)),
-            ("archive", self.archive),
+            ("provider", options.provider),
+            ("transcript_mgr.save", getattr(options.transcript_mgr, "save", None)),
+            ("archive", options.archive),
         ):
             if value is not None and is_async_callable(value):
                 raise TypeError(
                     f"{name} is an async function: use AsyncCompactor, whose calls are awaited"
                 )
-        self._lock = threading.RLock()
 
     def undo(self, messages: MutableSequence[Any], result: CompactionResult) -> bool:
         """Put back the history the full compaction of ``result`` replaced (see
@@ -103,7 +103,9 @@ class Compactor(CompactorBase[SummaryProvider]):
     def _run(self, request: Request) -> Any:
         """Answer one request of the compaction steps with plain calls."""
         if isinstance(request, ArchiveRequest):
-            return [self._archive_one(record) for record in request.records]
+            archive = self.archive
+            assert archive is not None
+            return [_outcome(archive, record) for record in request.records]
         if isinstance(request, HookRequest):
             return _outcome(request.function, *request.args)
         if isinstance(request, SaveRequest):
@@ -111,18 +113,6 @@ class Compactor(CompactorBase[SummaryProvider]):
             return _outcome(self.transcript_mgr.save, request.messages, request.session_id)
         assert isinstance(request, SummaryRequest)
         return _outcome(self.provider, request.prompt)
-
-    def _archive_one(self, record: dict[str, Any]) -> bool:
-        assert self.archive is not None
-        outcome = _outcome(self.archive, record)
-        if outcome.error is not None or outcome.reason is not None:
-            logger.warning(
-                "archive hook failed%s; tool result kept untruncated",
-                f" ({outcome.reason})" if outcome.reason else "",
-                exc_info=outcome.error,
-            )
-            return False
-        return True
 
 
 def _outcome(function: Any, *args: Any) -> Outcome:

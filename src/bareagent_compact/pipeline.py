@@ -2,23 +2,25 @@
 
 The steps never call the provider, the transcript manager or the archive hook
 themselves: they *yield* what they need done (an :class:`ArchiveRequest`, a
-:class:`SaveRequest`, a :class:`SummaryRequest`) and receive the outcome, so
-:class:`~bareagent_compact.Compactor` runs them with plain calls and
-:class:`~bareagent_compact.AsyncCompactor` with ``await``. Every decision (what
-to truncate, when to fire, what to summarise, what to keep, how to rebuild) is
-made here.
+:class:`HookRequest`, a :class:`SaveRequest`, a :class:`SummaryRequest`) and
+receive an :class:`Outcome`, so :class:`~bareagent_compact.Compactor` runs them
+with plain calls and :class:`~bareagent_compact.AsyncCompactor` with ``await``.
+Every decision (what to truncate, what a failed archive means, when to fire,
+what to summarise, what to keep, how to rebuild) is made here, in named steps:
+micro, plan, consult, snapshot, summarize, check, rebuild (in
+:mod:`bareagent_compact.rebuild`), commit.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable, Generator, Iterable, MutableSequence, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final, Generic, NamedTuple, TypeAlias, TypeVar
+from typing import Any, Final, Generic, NamedTuple, TypeAlias, TypeVar, cast, overload
 
 from bareagent_compact import dialects
-from bareagent_compact._json import json_copy
+from bareagent_compact.anchor import ReportedCount
 from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS, extract, pinned_block
 from bareagent_compact.ledger import UsageLedger
 from bareagent_compact.micro import (
@@ -30,43 +32,61 @@ from bareagent_compact.micro import (
     changes_prefix,
     plan_micro,
     plan_plain_micro,
-    resolve_micro,
     select_micro,
     undo_micro,
 )
-from bareagent_compact.pairs import find_orphans
+from bareagent_compact.options import DEFAULT_LANGUAGE, Options
 from bareagent_compact.plain import plain_messages, plain_view
-from bareagent_compact.prompts import (
-    DEFAULT_THRESHOLD,
-    LANGUAGES,
-    SUMMARY_PREFIX,
-)
+from bareagent_compact.prompts import DEFAULT_THRESHOLD
 from bareagent_compact.protocols import (
     AfterCompactHook,
     ArchiveHook,
     ArchiveRecord,
     BeforeCompactHook,
     Message,
+    SessionIdChecker,
     TokenCounter,
     TranscriptManager,
 )
-from bareagent_compact.result import Action, CompactionEvent, CompactionResult, Reason
-from bareagent_compact.serialize import _serialize
-from bareagent_compact.split import (
-    paired_tail_start,
-    pending_start,
-    trailing_calls_start,
-    verbatim_tail_start,
+from bareagent_compact.rebuild import (
+    Plan,
+    appended_only,
+    is_own_output,
+    rebuild,
+    replace_all,
+    spec_prompt,
+    split_history,
+    summary_block,
+    system_copies,
+    warn_about,
 )
+from bareagent_compact.result import Action, CompactionEvent, CompactionResult, Reason
 from bareagent_compact.summarize import (
     DEFAULT_SUMMARY_INPUT_TOKENS,
-    MIN_BUDGET,
+    Summarized,
     SummaryRequest,
-    summarise,
+    summarize_source,
 )
 from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.usage import input_tokens_of
-from bareagent_compact.validate import check_int, validate_messages
+from bareagent_compact.validate import validate_messages
+
+__all__ = [
+    "BACKOFF_CAP",
+    "GROWTH_RETRY",
+    "ArchiveRequest",
+    "CompactorBase",
+    "HookRequest",
+    "Outcome",
+    "Plan",
+    "Request",
+    "SaveRequest",
+    "Steps",
+    "SummaryRequest",
+    "close_awaitable",
+    "is_async_callable",
+    "summary_text",
+]
 
 logger = logging.getLogger("bareagent_compact.compactor")
 
@@ -74,7 +94,7 @@ _DICTS: Final = frozenset((dict,))
 
 
 class ArchiveRequest(NamedTuple):
-    """Give each record to the archive hook; answer with one ``bool`` per record."""
+    """Give each record to the archive hook; answer with one :class:`Outcome` per record."""
 
     records: list[ArchiveRecord]
 
@@ -99,11 +119,21 @@ Request: TypeAlias = ArchiveRequest | HookRequest | SaveRequest | SummaryRequest
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What a driver reports back: the value returned, or the exception raised."""
+    """What a driver reports back: the value returned, or the exception raised
+    (or, with ``reason``, why the call counts as failed)."""
 
     value: Any = None
     error: Exception | None = None
     reason: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """True when the call raised or was refused."""
+        return self.error is not None or self.reason is not None
+
+    def because(self) -> str:
+        """`` (reason)`` for a log line, or nothing."""
+        return f" ({self.reason})" if self.reason else ""
 
 
 Steps: TypeAlias = Generator[Request, Any, CompactionResult]
@@ -144,45 +174,19 @@ def _check_session_id(session_id: object) -> str:
     return session_id
 
 
-def _is_own_output(message: Message, acknowledgement: str) -> bool:
-    """True for the summary and acknowledgement messages a previous compaction wrote."""
-    content = message.get("content")
-    if message.get("role") == "assistant":
-        return content == acknowledgement
-    return (
-        message.get("role") == "user"
-        and isinstance(content, str)
-        and content.startswith(SUMMARY_PREFIX)
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """What a full compaction will do, decided before anything is sent.
-
-    ``snapshot`` is the list as it was; ``snapshot[:head_end]`` is everything but
-    the pending turn, and ``snapshot[tail_start:head_end]`` the messages kept
-    verbatim before it (tool calls the pending results answer).
-    """
-
-    snapshot: list[Message]
-    head_end: int
-    tail_start: int
-    systems: list[Message]
-    source: list[Message]
-    source_tokens: int
-    system_prompt: str
-    prompt: list[Message] | None
-    """The specification's one-request prompt; ``None`` when the source alone is
-    over the summariser's input budget (it is summarised in parts)."""
+def _session_id_checkers(options: Options) -> Iterator[SessionIdChecker]:
+    """The transcript manager and the archive hook's owner, when they check ids."""
+    for owner in (options.transcript_mgr, getattr(options.archive, "__self__", None)):
+        if callable(getattr(owner, "check_session_id", None)):
+            yield cast(SessionIdChecker, owner)
 
 
 def _read_summary(answer: Outcome) -> tuple[str | None, Reason | None]:
     """The summary text of a provider's answer, or ``None`` and why not (logged)."""
-    if answer.error is not None or answer.reason is not None:
+    if answer.failed:
         logger.warning(
             "summary provider failed%s; history left as it was",
-            f" ({answer.reason})" if answer.reason else "",
+            answer.because(),
             exc_info=answer.error,
         )
         return None, Reason.PROVIDER_RAISED if answer.reason is None else Reason.PROVIDER_AWAITABLE
@@ -200,6 +204,18 @@ def _read_summary(answer: Outcome) -> tuple[str | None, Reason | None]:
     return summary, None
 
 
+def _archived(outcome: Outcome) -> bool:
+    """Whether the archive hook took a record; a failure keeps the result whole."""
+    if outcome.failed:
+        logger.warning(
+            "archive hook failed%s; tool result kept untruncated",
+            outcome.because(),
+            exc_info=outcome.error,
+        )
+        return False
+    return True
+
+
 BACKOFF_CAP: Final = 32
 """At most this many calls are skipped between two attempts after failures."""
 
@@ -207,13 +223,61 @@ GROWTH_RETRY: Final = 2
 """A history this many times larger than at the last failure is tried again at once."""
 
 
-def _check_callable(name: str, value: object, *, optional: bool) -> None:
-    if (value is not None or not optional) and not callable(value):
-        raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+@dataclass(slots=True)
+class _Attempt:
+    """The running facts of one full-compaction attempt."""
+
+    force: bool
+    tokens: int
+    truncated: int
+    saved: bool = False
+    calls: int = 0
+    parts: int = 0
+    summary: str | None = None
+
+    def quiet(self, reason: Reason | None = None) -> CompactionResult:
+        """No full compaction: what micro-compaction did, and why not."""
+        action = Action.MICRO if self.truncated else Action.NONE
+        return CompactionResult(
+            action, self.tokens, self.tokens, self.truncated, reason=reason
+        )
 
 
 ProviderT = TypeVar("ProviderT")
 """The provider type a driver accepts: sync only, or sync or async."""
+
+ReadT = TypeVar("ReadT")
+WriteT = TypeVar("WriteT")
+
+
+class _Option(Generic[ReadT, WriteT]):
+    """A compactor attribute backed by its :class:`Options`: reading gives the
+    option (or, ``derived``, its resolved value); assigning re-validates and
+    re-derives everything, as the constructor does."""
+
+    __slots__ = ("derived", "name")
+
+    def __init__(self, *, derived: bool = False) -> None:
+        self.derived = derived
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _Option[ReadT, WriteT]: ...
+
+    @overload
+    def __get__(self, obj: CompactorBase[Any], owner: type) -> ReadT: ...
+
+    def __get__(self, obj: CompactorBase[Any] | None, owner: type) -> Any:
+        if obj is None:
+            return self
+        options = obj._options
+        return getattr(options.derived if self.derived else options, self.name)
+
+    def __set__(self, obj: CompactorBase[Any], value: WriteT) -> None:
+        obj._configure(**{self.name: value})
 
 
 class CompactorBase(Generic[ProviderT]):
@@ -221,6 +285,29 @@ class CompactorBase(Generic[ProviderT]):
 
     Subclasses are drivers: they run :meth:`_steps` and answer its requests.
     """
+
+    transcript_mgr = _Option[TranscriptManager | None, TranscriptManager | None]()
+    threshold = _Option[int, int]()
+    keep_recent = _Option[int, int | None](derived=True)
+    system_prompt = _Option[str, str | None](derived=True)
+    acknowledgement = _Option[str, str | None](derived=True)
+    token_counter = _Option[TokenCounter, TokenCounter | None](derived=True)
+    keep_tool_pairs = _Option[bool, bool]()
+    archive = _Option[ArchiveHook | None, ArchiveHook | None]()
+    require_snapshot = _Option[bool, bool]()
+    summary_input_tokens = _Option[int, int]()
+    language = _Option[str, str]()
+    instructions = _Option[str | None, str | None]()
+    rolling_summaries = _Option[bool, bool]()
+    pin_facts = _Option[bool, bool]()
+    pin_facts_tokens = _Option[int, int]()
+    keep_tail_tokens = _Option[int, int]()
+    before_compact = _Option[BeforeCompactHook | None, BeforeCompactHook | None]()
+    after_compact = _Option[AfterCompactHook | None, AfterCompactHook | None]()
+    micro = _Option[str, str]()
+    micro_min_chars = _Option[int | None, int | None]()
+    exclude_tools = _Option[frozenset[str] | None, Any]()
+    clear_at_least = _Option[int | None, int | None]()
 
     def __init__(
         self,
@@ -237,7 +324,7 @@ class CompactorBase(Generic[ProviderT]):
         archive: ArchiveHook | None = None,
         require_snapshot: bool = True,
         summary_input_tokens: int = DEFAULT_SUMMARY_INPUT_TOKENS,
-        language: str = "zh",
+        language: str = DEFAULT_LANGUAGE,
         instructions: str | None = None,
         rolling_summaries: bool = True,
         pin_facts: bool = False,
@@ -250,89 +337,77 @@ class CompactorBase(Generic[ProviderT]):
         exclude_tools: Iterable[str] | None = None,
         clear_at_least: int | None = None,
     ) -> None:
-        _check_callable("provider", provider, optional=False)
-        if transcript_mgr is not None and not callable(getattr(transcript_mgr, "save", None)):
-            raise TypeError(
-                "transcript_mgr must have a save(messages, session_id) method, got "
-                f"{type(transcript_mgr).__name__}"
-            )
-        if not isinstance(language, str) or language not in LANGUAGES:
-            raise ValueError(f"language must be one of {sorted(LANGUAGES)}, got {language!r}")
-        preset = LANGUAGES[language]
-        system_prompt = preset.summary_prompt if system_prompt is None else system_prompt
-        acknowledgement = preset.acknowledgement if acknowledgement is None else acknowledgement
-        for name, text in (
-            ("system_prompt", system_prompt),
-            ("acknowledgement", acknowledgement),
-            ("instructions", "" if instructions is None else instructions),
-        ):
-            if not isinstance(text, str):
-                raise TypeError(f"{name} must be a str, got {type(text).__name__}")
-        for name, number, minimum in (
-            ("threshold", threshold, 0),
-            ("summary_input_tokens", summary_input_tokens, MIN_BUDGET),
-            ("pin_facts_tokens", pin_facts_tokens, 0),
-            ("keep_tail_tokens", keep_tail_tokens, 0),
-        ):
-            check_int(name, number, minimum)
-        _check_callable("token_counter", token_counter, optional=True)
-        for name, hook in (
-            ("archive", archive),
-            ("before_compact", before_compact),
-            ("after_compact", after_compact),
-        ):
-            _check_callable(name, hook, optional=True)
-        self.provider = provider
-        self.transcript_mgr = transcript_mgr
-        self.threshold = threshold
-        # keep_recent, micro_min_chars and clear_at_least left as None take the
-        # values of the ``micro`` preset (the specification's: 3, off, 0).
-        self.keep_recent, self.micro_options = resolve_micro(
-            micro,
-            threshold,
-            keep_recent=keep_recent,
-            min_chars=micro_min_chars,
-            exclude_tools=exclude_tools,
-            clear_at_least=clear_at_least,
-        )
-        self.micro = micro
-        self.system_prompt = system_prompt
-        self.acknowledgement = acknowledgement
-        self.token_counter = estimate_tokens if token_counter is None else token_counter
-        # Without a counter of the caller's, the history's count is anchored on the
-        # usage the API reports (record_usage); until then it is the estimate.
-        self._ledger = UsageLedger() if token_counter is None else None
-        self.keep_tool_pairs = bool(keep_tool_pairs)
-        self.archive = archive
-        self.require_snapshot = bool(require_snapshot)
-        self.summary_input_tokens = summary_input_tokens
-        self.language = language
-        self.instructions = instructions
-        self.rolling_summaries = bool(rolling_summaries)
-        self.pin_facts = bool(pin_facts)
-        self.pin_facts_tokens = pin_facts_tokens
-        self.keep_tail_tokens = keep_tail_tokens
-        self.before_compact = before_compact
-        self.after_compact = after_compact
+        # Every option is checked and everything derived from them computed by
+        # Options; keep_recent, micro_min_chars and clear_at_least left as None
+        # take the values of the ``micro`` preset (the specification's: 3, off, 0).
+        self._options = Options(  # the same order as the signature, session_id aside
+            provider, transcript_mgr, threshold, keep_recent, system_prompt,
+            acknowledgement, token_counter, keep_tool_pairs, archive, require_snapshot,
+            summary_input_tokens, language, instructions, rolling_summaries, pin_facts,
+            pin_facts_tokens, keep_tail_tokens, before_compact, after_compact, micro,
+            micro_min_chars, exclude_tools, clear_at_least,
+        )  # fmt: skip
+        self._ledger: UsageLedger | None = None
+        self._anchor = ReportedCount()
+        self._reset_counting()
         self._calls = 0  # calls of the compactor, for the failure back-off
         self._failures = 0  # full compactions failed in a row
         self._failed_tokens = 0
         self._retry_at = 0
         self._session_id = self._checked_session_id(session_id)
+        self._check_plugins(self._options)
         self._setup()
 
     def _setup(self) -> None:
-        """What a driver checks and prepares once its options are set."""
+        """What a driver prepares once its options are set."""
+
+    def _check_plugins(self, options: Options) -> None:
+        """What a driver refuses in ``options`` beyond the common checks."""
+
+    def _configure(self, **changes: Any) -> None:
+        """Change options: build, check and derive a new :class:`Options`."""
+        options = replace(self._options, **changes)
+        for checker in _session_id_checkers(options):
+            checker.check_session_id(self._session_id)
+        self._check_plugins(options)
+        custom = self._options.derived.custom_counter
+        self._options = options
+        if options.derived.custom_counter != custom:
+            self._reset_counting()
+
+    def _reset_counting(self) -> None:
+        """Without a counter of the caller's, the history's count is anchored on the
+        usage the API reports (the ledger); with one, on the last report only."""
+        custom = self._options.derived.custom_counter
+        self._ledger = None if custom else UsageLedger()
+        self._anchor.forget()
+
+    @property
+    def provider(self) -> ProviderT:
+        """The summarising model."""
+        return cast(ProviderT, self._options.provider)
+
+    @provider.setter
+    def provider(self, value: ProviderT) -> None:
+        self._configure(provider=value)
+
+    @property
+    def micro_options(self) -> MicroOptions:
+        """The micro-compaction policy resolved from ``micro`` and its options."""
+        return self._options.derived.micro_options
+
+    @property
+    def options(self) -> Options:
+        """The compactor's options as one frozen value."""
+        return self._options
 
     def _checked_session_id(self, session_id: object) -> str:
         """A non-empty ``str``, also acceptable to the transcript manager (and to the
-        archive hook's owner) when they can say (``check_session_id``), so a bad id
-        fails now rather than every turn."""
+        archive hook's owner) when they can say (:class:`SessionIdChecker`), so a
+        bad id fails now rather than every turn."""
         checked = _check_session_id(session_id)
-        for owner in (self.transcript_mgr, getattr(self.archive, "__self__", None)):
-            check = getattr(owner, "check_session_id", None)
-            if callable(check):
-                check(checked)
+        for checker in _session_id_checkers(self._options):
+            checker.check_session_id(checked)
         return checked
 
     def get_session_id(self) -> str:
@@ -345,11 +420,19 @@ class CompactorBase(Generic[ProviderT]):
             raise TypeError(f"force must be a bool, got {type(force).__name__}")
         return force
 
+    @staticmethod
+    def _check_instructions(instructions: object) -> str | None:
+        if instructions is not None and not isinstance(instructions, str):
+            raise TypeError(f"instructions must be a str, got {type(instructions).__name__}")
+        return instructions
+
+    # ----------------------------------------------------------------- counting
+
     def _count(self, messages: MutableSequence[Any]) -> int:
         """The token count of ``messages``; a failing or malformed counter falls back
         to the built-in estimate, with a warning."""
         try:
-            tokens = self.token_counter(messages)  # type: ignore[arg-type]
+            tokens = self._options.derived.token_counter(messages)  # type: ignore[arg-type]
         except Exception:
             logger.warning("token_counter failed; using the built-in estimate", exc_info=True)
             return estimate_tokens(list(messages))
@@ -361,10 +444,13 @@ class CompactorBase(Generic[ProviderT]):
             return estimate_tokens(list(messages))
         return tokens
 
+    def _count_list(self, messages: list[Message]) -> int:
+        return self._count(messages)
+
     def _count_history(self, messages: MutableSequence[Any]) -> int:
         """The count of the whole history, the one the trigger compares."""
         if self._ledger is None:
-            return self._count(messages)
+            return self._anchor.count(messages, self._count_list)
         return self._ledger.count(messages if isinstance(messages, list) else list(messages))
 
     def record_usage(self, messages: Sequence[Any], usage: object) -> None:
@@ -373,53 +459,28 @@ class CompactorBase(Generic[ProviderT]):
         Call it right after each model call, with the list exactly as it was sent
         (before the reply is appended). ``usage`` is the response's usage object or
         dict (Anthropic, OpenAI Chat or Responses) or the full input size as an
-        ``int`` (see :func:`~bareagent_compact.input_tokens_of`). Ignored when the
-        compactor was given a ``token_counter``.
+        ``int`` (see :func:`~bareagent_compact.input_tokens_of`). With a
+        ``token_counter`` of the caller's, the count is the reported size plus the
+        counter's count of the messages appended since, while those messages still
+        open the history unedited; otherwise the counter counts the whole history.
         """
         tokens = input_tokens_of(usage)
         if self._ledger is None:
+            self._anchor.record(messages, tokens)
             return
         view: Any = messages
         if not (isinstance(view, list) and _DICTS.issuperset(map(type, view))):
             view = plain_view(messages)  # SDK objects read as dicts, the list unchanged
         self._ledger.record(view if isinstance(view, list) else list(view), tokens)
 
-    def _archive_records(self, planned: Sequence[Due]) -> list[ArchiveRecord]:
-        session_id = self._session_id
-        return [{**due.record, "session_id": session_id} for due in planned]
-
-    @staticmethod
-    def _check_instructions(instructions: object) -> str | None:
-        if instructions is not None and not isinstance(instructions, str):
-            raise TypeError(f"instructions must be a str, got {type(instructions).__name__}")
-        return instructions
+    # -------------------------------------------------------------------- steps
 
     def _steps(
         self, messages: MutableSequence[Any], force: bool, instructions: str | None = None
     ) -> Steps:
         """One compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
         validate_messages(messages, objects=True)
-
-        # Step 1: micro-compaction, always. Its scan also notices SDK objects,
-        # which are converted once, in place, before anything else reads them.
-        planned = plan_micro(messages, self.keep_recent)
-        if planned is None:
-            plain_messages(messages)
-            validate_messages(messages)
-            planned = plan_plain_micro(messages, self.keep_recent)
-        options: MicroOptions = self.micro_options
-        if planned and not options.is_spec:
-            # Over the threshold (or forced) everything eligible is cleared before
-            # the full compaction is decided on.
-            planned = select_micro(
-                planned, options, lambda: force or self._count(messages) > self.threshold
-            )
-        undo: Undo = []
-        if planned:
-            keep = None
-            if self.archive is not None:
-                keep = yield ArchiveRequest(self._archive_records(planned))
-            undo = apply_micro(planned, keep)
+        undo = yield from self._micro(messages, force)
         truncated = len(undo)
         prefix_changed = changes_prefix(messages, undo)
         try:
@@ -435,6 +496,38 @@ class CompactorBase(Generic[ProviderT]):
             result = replace(result, prefix_changed=True)
         return result
 
+    def _micro(self, messages: MutableSequence[Any], force: bool) -> Generator[Request, Any, Undo]:
+        """Step 1: micro-compaction, always. Its scan also notices SDK objects,
+        which are converted once, in place, before anything else reads them."""
+        options = self._options
+        keep_recent = options.derived.keep_recent
+        planned = plan_micro(messages, keep_recent)
+        if planned is None:
+            plain_messages(messages)
+            validate_messages(messages)
+            planned = plan_plain_micro(messages, keep_recent)
+        policy = options.derived.micro_options
+        if planned and not policy.is_spec:
+            # Over the threshold (or forced) everything eligible is cleared before
+            # the full compaction is decided on.
+            planned = select_micro(
+                planned, policy, lambda: force or self._count(messages) > self.threshold
+            )
+        if not planned:
+            return []
+        keep = None
+        if options.archive is not None:
+            outcomes = yield ArchiveRequest(self._archive_records(planned))
+            keep = [_archived(outcome) for outcome in outcomes]
+        undo = apply_micro(planned, keep)
+        if undo:
+            self._anchor.forget()  # the reported size no longer fits the edited messages
+        return undo
+
+    def _archive_records(self, planned: Sequence[Due]) -> list[ArchiveRecord]:
+        session_id = self._session_id
+        return [{**due.record, "session_id": session_id} for due in planned]
+
     def _full(
         self,
         messages: MutableSequence[Any],
@@ -442,130 +535,274 @@ class CompactorBase(Generic[ProviderT]):
         truncated: int,
         instructions: str | None,
     ) -> Steps:
-        tokens = self._count_history(messages)
+        """Steps 2-8: plan, consult the hook, snapshot, summarize, check, rebuild, commit."""
+        attempt = _Attempt(force, self._count_history(messages), truncated)
         self._calls += 1
-        plan = self._plan(messages, force, tokens, truncated)
+        plan = self._plan(messages, attempt)
         if isinstance(plan, CompactionResult):
             return plan
-        quiet = Action.MICRO if truncated else Action.NONE
-        if not force and self._backing_off(tokens):
-            return CompactionResult(quiet, tokens, tokens, truncated, reason=Reason.BACKING_OFF)
-        texts = [t for t in (self.instructions, instructions) if t]
-        if self.before_compact is not None:
+        if not force and self._backing_off(attempt.tokens):
+            return attempt.quiet(Reason.BACKING_OFF)
+        plan = yield from self._consult(plan, attempt, instructions)
+        if isinstance(plan, CompactionResult):
+            return plan
+        if not (yield from self._snapshot(plan, attempt)):
+            return self._failure(attempt, Reason.SNAPSHOT_FAILED)
+        done = yield from self._summarize(plan)
+        attempt.calls, attempt.parts = done.calls, done.parts
+        result = self._conclude(messages, plan, attempt, done)
+        yield from self._after(result, attempt.summary if result.action is Action.FULL else None)
+        return result
+
+    def _plan(
+        self, messages: MutableSequence[Any], attempt: _Attempt
+    ) -> Plan | CompactionResult:
+        """Steps 2-4: fire or not, and if so what is summarised, kept and sent."""
+        options = self._options
+        # Step 2: the trigger; strictly greater than the threshold.
+        if not attempt.force and attempt.tokens <= options.threshold:
+            return attempt.quiet()
+        # Step 3: the pending turn (user input, or tool results) is kept out.
+        snapshot, head_end, start = split_history(messages, options, self._count_list)
+        head = snapshot[:head_end]
+        # Step 4: the summary source excludes system messages.
+        source = [m for m in head[:start] if not dialects.is_system(m)]
+        if not source:
+            return attempt.quiet(Reason.NOTHING_TO_SUMMARISE)
+        acknowledgement = options.derived.acknowledgement
+        if not attempt.force and all(is_own_output(m, acknowledgement) for m in source):
+            # Only the previous summary is left: summarising it again every turn
+            # would cost a model call and shrink nothing that matters.
+            logger.warning(
+                "history is over the threshold but holds nothing new to summarise "
+                "(the pending message itself is large)"
+            )
+            return attempt.quiet(Reason.NOTHING_NEW)
+        # The prompt and the system messages' copies are made before anything is
+        # sent, so that an unencodable history fails before any side effect.
+        source_tokens = self._count(source)
+        try:
+            systems = system_copies(head)
+            prompt = spec_prompt(source, source_tokens, options)
+        except ValueError:
+            logger.warning("compaction skipped: history cannot be encoded", exc_info=True)
+            return self._failure(attempt, Reason.NOT_ENCODABLE)
+        system_prompt = options.derived.system_prompt
+        return Plan(
+            snapshot, head_end, start, systems, source, source_tokens, system_prompt, prompt
+        )
+
+    def _consult(
+        self, plan: Plan, attempt: _Attempt, instructions: str | None
+    ) -> Generator[Request, Any, Plan | CompactionResult]:
+        """Ask ``before_compact``: skip, or add its instructions to the constructor's
+        and the call's."""
+        options = self._options
+        texts = [t for t in (options.instructions, instructions) if t]
+        if options.before_compact is not None:
             event = CompactionEvent(
-                trigger="manual" if force else "auto",
-                tokens=tokens,
-                threshold=self.threshold,
+                trigger="manual" if attempt.force else "auto",
+                tokens=attempt.tokens,
+                threshold=options.threshold,
                 source_messages=len(plan.source),
                 source_tokens=plan.source_tokens,
                 session_id=self._session_id,
             )
-            verdict: Outcome = yield HookRequest(self.before_compact, (event,))
+            verdict: Outcome = yield HookRequest(options.before_compact, (event,))
             if verdict.error is not None:
                 logger.warning("before_compact hook failed; ignored", exc_info=verdict.error)
             elif verdict.value is False:
-                return CompactionResult(
-                    quiet, tokens, tokens, truncated, reason=Reason.SKIPPED_BY_HOOK
-                )
+                return attempt.quiet(Reason.SKIPPED_BY_HOOK)
             elif isinstance(verdict.value, str) and verdict.value:
                 texts.append(verdict.value)
-        plan = self._with_instructions(plan, texts)
-
-        # Step 5: snapshot before anything is sent or changed.
-        snapshot_saved = False
-        if self.transcript_mgr is not None:
-            saved: Outcome = yield SaveRequest(list(plan.snapshot), self._session_id)
-            snapshot_saved = saved.error is None and saved.reason is None
-            if not snapshot_saved:
-                logger.warning(
-                    "transcript snapshot failed for session %r%s",
-                    self._session_id,
-                    f" ({saved.reason})" if saved.reason else "",
-                    exc_info=saved.error,
-                )
-                if self.require_snapshot:
-                    return self._failure(tokens, truncated, False, Reason.SNAPSHOT_FAILED)
-
-        # Steps 6 and 7: ask for the summary, in parts if the source is over the
-        # summariser's input budget; any failure leaves history intact.
-        done = yield from summarise(
-            plan.source,
-            plan.prompt,
-            system_prompt=plan.system_prompt,
-            lead_in=LANGUAGES[self.language].rolling_lead_in,
-            budget=self.summary_input_tokens,
-            count=self._count_list,
-            read=_read_summary,
-        )
-        extra = {"summary_calls": done.calls, "parts": done.parts}
-        summary = done.text
-        if summary is None:
-            reason = done.reason or Reason.UNUSABLE_SUMMARY
-            result = self._failure(tokens, truncated, snapshot_saved, reason, **extra)
-        elif (summary := self._with_pins(plan, summary, force)) is None:
-            result = self._failure(
-                tokens, truncated, snapshot_saved, Reason.INFLATED_SUMMARY, **extra
-            )
-        else:
-            # Step 8: rebuild in place.
-            rebuilt = self._rebuild(messages, plan, summary)
-            if rebuilt is None:
-                result = self._failure(
-                    tokens, truncated, snapshot_saved, Reason.HISTORY_CHANGED, **extra
-                )
-            else:
-                self._failures = 0
-                # Nothing below may raise: the summary is in hand and the history rebuilt.
-                after = self._count_history(messages)
-                try:
-                    self._warn_about(messages, plan, tokens, after)
-                except Exception:  # a malformed block must not turn success into an exception
-                    logger.warning("could not check the rebuilt history", exc_info=True)
-                result = CompactionResult(
-                    Action.FULL,
-                    tokens,
-                    after,
-                    truncated,
-                    snapshot_saved,
-                    None,
-                    summary_calls=done.calls,
-                    parts=done.parts,
-                    replaced=tuple(plan.snapshot),
-                    rebuilt=tuple(rebuilt),
-                )
-        if self.after_compact is not None:
-            shown = summary if result.action is Action.FULL else None
-            done_hook: Outcome = yield HookRequest(self.after_compact, (result, shown))
-            if done_hook.error is not None:
-                logger.warning("after_compact hook failed; ignored", exc_info=done_hook.error)
-        return result
+        return self._with_instructions(plan, texts)
 
     def _with_instructions(self, plan: Plan, texts: list[str]) -> Plan:
         """The plan whose summary prompt carries the focus instructions, if any."""
         if not texts:
             return plan
-        heading = LANGUAGES[self.language].instructions_heading
+        heading = self._options.derived.instructions_heading
         system = plan.system_prompt + "\n\n" + heading + "\n".join(texts)
         prompt = None if plan.prompt is None else [
             {"role": "system", "content": system}, plan.prompt[1]
         ]
         return replace(plan, system_prompt=system, prompt=prompt)
 
+    def _snapshot(self, plan: Plan, attempt: _Attempt) -> Generator[Request, Any, bool]:
+        """Step 5: save the snapshot before anything is sent or changed; ``False``
+        when it failed and a snapshot is required."""
+        options = self._options
+        if options.transcript_mgr is None:
+            return True
+        saved: Outcome = yield SaveRequest(list(plan.snapshot), self._session_id)
+        attempt.saved = not saved.failed
+        if attempt.saved:
+            return True
+        logger.warning(
+            "transcript snapshot failed for session %r%s",
+            self._session_id,
+            saved.because(),
+            exc_info=saved.error,
+        )
+        return not options.require_snapshot
+
+    def _summarize(self, plan: Plan) -> Generator[Request, Any, Summarized]:
+        """Steps 6 and 7: ask for the summary, in parts if the source is over the
+        summariser's input budget; any failure leaves history intact."""
+        options = self._options
+        derived = options.derived
+        return (
+            yield from summarize_source(
+                plan.source,
+                plan.prompt,
+                system_prompt=plan.system_prompt,
+                lead_in=derived.rolling_lead_in,
+                rolling=options.rolling_summaries
+                and is_own_output(plan.source[0], derived.acknowledgement),
+                budget=options.summary_input_tokens,
+                count=self._count_list,
+                read=_read_summary,
+            )
+        )
+
+    def _conclude(
+        self, messages: MutableSequence[Any], plan: Plan, attempt: _Attempt, done: Summarized
+    ) -> CompactionResult:
+        """Check the summary (pinned facts, never a bigger history), rebuild, commit."""
+        if done.text is None:
+            return self._failure(attempt, done.reason or Reason.UNUSABLE_SUMMARY)
+        summary = self._with_pins(plan, done.text, attempt.force)
+        if summary is None:
+            return self._failure(attempt, Reason.INFLATED_SUMMARY)
+        attempt.summary = summary
+        # Step 8: rebuild in place.
+        rebuilt = rebuild(messages, plan, summary, self._options.derived.acknowledgement)
+        if rebuilt is None:
+            return self._failure(attempt, Reason.HISTORY_CHANGED)
+        return self._commit(messages, plan, attempt, rebuilt)
+
+    def _commit(
+        self,
+        messages: MutableSequence[Any],
+        plan: Plan,
+        attempt: _Attempt,
+        rebuilt: list[Message],
+    ) -> CompactionResult:
+        """The rebuilt history's result; nothing here may raise, the summary is in
+        hand and the history rebuilt."""
+        self._failures = 0
+        self._anchor.forget()
+        after = self._count_history(messages)
+        try:
+            warn_about(messages, plan, attempt.tokens, after, self._options.threshold)
+        except Exception:  # a malformed block must not turn success into an exception
+            logger.warning("could not check the rebuilt history", exc_info=True)
+        return CompactionResult(
+            Action.FULL,
+            attempt.tokens,
+            after,
+            attempt.truncated,
+            attempt.saved,
+            None,
+            summary_calls=attempt.calls,
+            parts=attempt.parts,
+            replaced=tuple(plan.snapshot),
+            rebuilt=tuple(rebuilt),
+        )
+
+    def _after(
+        self, result: CompactionResult, summary: str | None
+    ) -> Generator[Request, Any, None]:
+        """Tell ``after_compact`` how the attempt ended; a failing hook is ignored."""
+        hook = self._options.after_compact
+        if hook is None:
+            return
+        done: Outcome = yield HookRequest(hook, (result, summary))
+        if done.error is not None:
+            logger.warning("after_compact hook failed; ignored", exc_info=done.error)
+
+    # ------------------------------------------------------------------ checks
+
     def _pinned(self, plan: Plan, summary: str) -> str:
         """The pinned-facts block to append to the summary (``pin_facts=True``)."""
-        if not self.pin_facts or not self.pin_facts_tokens:
+        options = self._options
+        if not options.pin_facts or not options.pin_facts_tokens:
             return ""
         try:
             facts = extract(plan.source)
             return pinned_block(
                 facts,
                 summary,
-                self.pin_facts_tokens,
+                options.pin_facts_tokens,
                 lambda text: self._count([{"role": "user", "content": text}]),
             )
         except Exception:  # the summary is in hand: facts are a bonus, never a failure
             logger.warning("pinning facts failed; the summary is kept without them", exc_info=True)
             return ""
+
+    def _with_pins(self, plan: Plan, summary: str, force: bool) -> str | None:
+        """The summary with its pinned facts, or ``None`` when even without them it
+        would make the history bigger (not forced). Pinned facts that alone would
+        make it bigger are left out."""
+        pinned = summary + self._pinned(plan, summary)
+        if pinned is not summary and not self._inflated(plan, pinned, force, quiet=True):
+            return pinned
+        if pinned is not summary:
+            logger.info("pinned facts left out: they would make the history bigger")
+        return None if self._inflated(plan, summary, force) else summary
+
+    def _inflated(self, plan: Plan, summary: str, force: bool, quiet: bool = False) -> bool:
+        """What replaces the source (the summary, and the acknowledgement) being
+        longer than the source makes the history bigger: refused, unless the call
+        was forced (then kept, with a warning)."""
+        block = summary_block(summary, plan.kept, self._options.derived.acknowledgement)
+        summary_size = self._count(block)
+        source_size = plan.source_tokens
+        if summary_size <= source_size:
+            return False
+        if not quiet and force:
+            logger.warning(
+                "the summary (%d tokens) is longer than what it replaces (%d tokens); "
+                "kept because the compaction was forced",
+                summary_size,
+                source_size,
+            )
+        elif not quiet:
+            logger.warning(
+                "the summary (%d tokens) is longer than what it would replace (%d tokens); "
+                "history left as it was",
+                summary_size,
+                source_size,
+            )
+        return not force
+
+    # ----------------------------------------------------------------- back-off
+
+    def _backing_off(self, tokens: int) -> bool:
+        """True while a recent failure asks to leave the provider alone: the
+        ``k``-th failure in a row skips ``min(2 ** (k - 1), BACKOFF_CAP)`` calls,
+        unless the history has since grown ``GROWTH_RETRY`` times larger."""
+        if not self._failures or self._calls >= self._retry_at:
+            return False
+        return tokens < GROWTH_RETRY * self._failed_tokens
+
+    def _failure(self, attempt: _Attempt, reason: Reason) -> CompactionResult:
+        """A failed full compaction, which also starts (or extends) the back-off."""
+        self._failures += 1
+        self._failed_tokens = attempt.tokens
+        self._retry_at = self._calls + min(2 ** (self._failures - 1), BACKOFF_CAP) + 1
+        return CompactionResult(
+            Action.FAILED,
+            attempt.tokens,
+            attempt.tokens,
+            attempt.truncated,
+            attempt.saved,
+            reason,
+            attempt.calls,
+            attempt.parts,
+        )
+
+    # --------------------------------------------------------------------- undo
 
     def undo(self, messages: MutableSequence[Any], result: CompactionResult) -> bool:
         """Put back the history a full compaction replaced, in place; ``True`` if done.
@@ -583,250 +820,13 @@ class CompactorBase(Generic[ProviderT]):
             raise TypeError(f"messages must be a list, got {type(messages).__name__}")
         if result.action is not Action.FULL or not result.rebuilt:
             return False
-        rebuilt = result.rebuilt
         current = list(messages)
-        if len(current) < len(rebuilt) or any(
-            now is not then for now, then in zip(current, rebuilt, strict=False)
-        ):
+        if not appended_only(current, result.rebuilt):
             raise ValueError(
                 "the history has changed since that compaction other than by appending; "
                 "it cannot be undone"
             )
         undo_micro(list(result.truncations))  # the results truncated in that same call
-        _replace_all(messages, [*result.replaced, *current[len(rebuilt) :]])
+        replace_all(messages, [*result.replaced, *current[len(result.rebuilt) :]])
         return True
-
-    def _count_list(self, messages: list[Message]) -> int:
-        return self._count(messages)
-
-    def _with_pins(self, plan: Plan, summary: str, force: bool) -> str | None:
-        """The summary with its pinned facts, or ``None`` when even without them it
-        would make the history bigger (not forced). Pinned facts that alone would
-        make it bigger are left out."""
-        pinned = summary + self._pinned(plan, summary)
-        if pinned is not summary and not self._inflated(plan, pinned, force, quiet=True):
-            return pinned
-        if pinned is not summary:
-            logger.info("pinned facts left out: they would make the history bigger")
-        return None if self._inflated(plan, summary, force) else summary
-
-    def _added(self, plan: Plan, summary: str) -> list[Message]:
-        """What the rebuild puts in place of the source: the summary message, and the
-        acknowledgement unless a kept assistant turn follows it."""
-        added: list[Message] = [{"role": "user", "content": SUMMARY_PREFIX + summary}]
-        kept = [
-            m
-            for m in plan.snapshot[plan.tail_start : plan.head_end]
-            if not dialects.is_system(m)
-        ]
-        if not kept or dialects.kind(kept[0]) is not dialects.Kind.ASSISTANT:
-            added.append({"role": "assistant", "content": self.acknowledgement})
-        return added
-
-    def _inflated(self, plan: Plan, summary: str, force: bool, quiet: bool = False) -> bool:
-        """What replaces the source (the summary, and the acknowledgement) being
-        longer than the source makes the history bigger: refused, unless the call
-        was forced (then kept, with a warning)."""
-        summary_size = self._count(self._added(plan, summary))
-        source_size = plan.source_tokens
-        if summary_size <= source_size:
-            return False
-        if force:
-            if not quiet:
-                logger.warning(
-                    "the summary (%d tokens) is longer than what it replaces (%d tokens); "
-                    "kept because the compaction was forced",
-                    summary_size,
-                    source_size,
-                )
-            return False
-        if not quiet:
-            logger.warning(
-                "the summary (%d tokens) is longer than what it would replace (%d tokens); "
-                "history left as it was",
-                summary_size,
-                source_size,
-            )
-        return True
-
-    def _backing_off(self, tokens: int) -> bool:
-        """True while a recent failure asks to leave the provider alone: the
-        ``k``-th failure in a row skips ``min(2 ** (k - 1), BACKOFF_CAP)`` calls,
-        unless the history has since grown ``GROWTH_RETRY`` times larger."""
-        if not self._failures or self._calls >= self._retry_at:
-            return False
-        return tokens < GROWTH_RETRY * self._failed_tokens
-
-    def _failure(
-        self,
-        tokens: int,
-        truncated: int,
-        saved: bool,
-        reason: Reason,
-        *,
-        summary_calls: int = 0,
-        parts: int = 0,
-    ) -> CompactionResult:
-        """A failed full compaction, which also starts (or extends) the back-off."""
-        self._failures += 1
-        self._failed_tokens = tokens
-        self._retry_at = self._calls + min(2 ** (self._failures - 1), BACKOFF_CAP) + 1
-        return CompactionResult(
-            Action.FAILED, tokens, tokens, truncated, saved, reason, summary_calls, parts
-        )
-
-    def _plan(
-        self, messages: MutableSequence[Any], force: bool, tokens: int, truncated: int
-    ) -> Plan | CompactionResult:
-        """Steps 2-4: fire or not, and if so what is summarised, kept and sent."""
-        quiet = Action.MICRO if truncated else Action.NONE
-        # Step 2: the trigger; strictly greater than the threshold.
-        if not force and tokens <= self.threshold:
-            return CompactionResult(quiet, tokens, tokens, truncated)
-
-        # Step 3: the pending turn (user input, or tool results) is kept out.
-        snapshot: list[Message] = list(messages)
-        head_end = pending_start(snapshot)
-        head = snapshot[:head_end]
-        start = self._kept_tail_start(head, snapshot[head_end:])
-        if self.keep_tail_tokens:
-            start = verbatim_tail_start(
-                head, start, self.keep_tail_tokens, lambda m: self._count([m])
-            )
-
-        # Step 4: the summary source excludes system messages.
-        source = [m for m in head[:start] if not dialects.is_system(m)]
-        if not source:
-            return CompactionResult(
-                quiet, tokens, tokens, truncated, reason=Reason.NOTHING_TO_SUMMARISE
-            )
-        if not force and all(_is_own_output(m, self.acknowledgement) for m in source):
-            # Only the previous summary is left: summarising it again every turn
-            # would cost a model call and shrink nothing that matters.
-            logger.warning(
-                "history is over the threshold but holds nothing new to summarise "
-                "(the pending message itself is large)"
-            )
-            return CompactionResult(
-                quiet, tokens, tokens, truncated, reason=Reason.NOTHING_NEW
-            )
-        # The prompt and the system messages' copies are made before anything is
-        # sent, so that an unencodable history fails before any side effect.
-        source_tokens = self._count(source)
-        try:
-            systems = [json_copy(m) for m in head if dialects.is_system(m)]
-            prompt: list[Message] | None = None
-            if source_tokens <= self.summary_input_tokens:
-                # Only a source that may fit is rendered whole: a larger one is
-                # rendered a part at a time, never as one transcript.
-                transcript = _serialize(source)
-                if self.rolling_summaries and _is_own_output(source[0], self.acknowledgement):
-                    # A previous summary opens the source: say so (the lead-in line).
-                    transcript = LANGUAGES[self.language].rolling_lead_in + transcript
-                prompt = [
-                    {"role": "system", "content": self.system_prompt},
-                    {"role": "user", "content": transcript},
-                ]
-        except ValueError:
-            logger.warning("compaction skipped: history cannot be encoded", exc_info=True)
-            return self._failure(tokens, truncated, False, Reason.NOT_ENCODABLE)
-        return Plan(
-            snapshot, head_end, start, systems, source, source_tokens, self.system_prompt, prompt
-        )
-
-    def _rebuild(
-        self, messages: MutableSequence[Any], plan: Plan, summary: str
-    ) -> list[Message] | None:
-        """Step 8, in place: systems, summary, acknowledgement (unless a kept assistant
-        turn follows), kept tail, pending turn, and whatever arrived meanwhile.
-
-        Messages appended while the summary was made (by another thread or task,
-        or the provider itself) are kept after the pending turn, and system
-        messages are copied as they are now. Returns the rebuilt messages (without
-        those that arrived); ``None``, with nothing rebuilt, if the list was
-        changed other than by appending.
-        """
-        snapshot = plan.snapshot
-        current = list(messages)
-        if len(current) < len(snapshot) or any(
-            now is not then for now, then in zip(current, snapshot, strict=False)
-        ):
-            logger.warning(
-                "the history was changed other than by appending while the summary was "
-                "made; history left as it is"
-            )
-            return None
-        head = snapshot[: plan.head_end]
-        systems = plan.systems
-        try:
-            systems = [json_copy(m) for m in head if dialects.is_system(m)]
-        except ValueError:
-            logger.warning(
-                "a system message can no longer be copied; using its copy from before "
-                "the summary",
-                exc_info=True,
-            )
-        kept = [m for m in head[plan.tail_start :] if not dialects.is_system(m)]
-        rebuilt: list[Message] = [*systems, {"role": "user", "content": SUMMARY_PREFIX + summary}]
-        if not kept or dialects.kind(kept[0]) is not dialects.Kind.ASSISTANT:
-            rebuilt.append({"role": "assistant", "content": self.acknowledgement})
-        rebuilt += kept
-        rebuilt += snapshot[plan.head_end :]
-        _replace_all(messages, [*rebuilt, *current[len(snapshot) :]])
-        return rebuilt
-
-    def _kept_tail_start(self, head: list[Message], pending: list[Message]) -> int:
-        """Where the messages kept verbatim besides the pending turn begin in ``head``.
-
-        Only ``keep_tool_pairs=True`` keeps any: the calls a pending tool result
-        answers, or tool calls ending the history whose results are still to come.
-        """
-        if not self.keep_tool_pairs:
-            return len(head)
-        if pending:
-            return paired_tail_start(head, pending)
-        trailing = trailing_calls_start(head)
-        return len(head) if trailing is None else trailing
-
-    def _warn_about(
-        self, messages: MutableSequence[Any], plan: Plan, before: int, after: int
-    ) -> None:
-        """Log what a caller must know about a rebuilt history."""
-        # Tool calls ending the history, summarised away: their results will be orphans.
-        dropped_calls = 0
-        head = plan.snapshot[: plan.head_end]
-        if plan.head_end == len(plan.snapshot) and plan.tail_start == len(head):
-            trailing = trailing_calls_start(head)
-            if trailing is not None:
-                dropped_calls = sum(len(dialects.calls(m)) for m in head[trailing:])
-        if after >= before:
-            logger.warning(
-                "compaction did not shrink the history (%d -> %d tokens): the summary is "
-                "longer than what it replaced",
-                before,
-                after,
-            )
-        unpaired = len(find_orphans(messages)) + dropped_calls
-        if unpaired:
-            logger.warning(
-                "compaction left %d unpaired tool call(s) or result(s); keep_tool_pairs=True "
-                "(the default) keeps tool calls with their results",
-                unpaired,
-            )
-        if after > self.threshold:
-            logger.warning(
-                "history is still over the threshold after compaction (%d > %d estimated "
-                "tokens): the kept messages alone are that large",
-                after,
-                self.threshold,
-            )
-
-
-def _replace_all(messages: MutableSequence[Any], rebuilt: list[Message]) -> None:
-    """``messages[:] = rebuilt``, also for a mutable sequence without slice assignment."""
-    if isinstance(messages, list):
-        messages[:] = rebuilt
-    else:
-        messages.clear()
-        messages.extend(rebuilt)
 

@@ -2,7 +2,9 @@
 
 Both plug-in points are structural (``typing.Protocol``): any callable is a
 summary provider, and any object with ``save(messages, session_id)`` is a
-transcript manager, so existing objects fit without subclassing.
+transcript manager, so existing objects fit without subclassing. A transcript
+manager that also has ``check_session_id`` (:class:`SessionIdChecker`) has ids
+checked up front.
 """
 
 from __future__ import annotations
@@ -12,9 +14,6 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 Message: TypeAlias = dict[str, Any]
 """One chat message: ``{"role": ..., "content": str | list[block]}`` (Anthropic style)."""
-
-Block: TypeAlias = dict[str, Any]
-"""One content block: ``text``, ``tool_use``, ``tool_result`` or any other type."""
 
 TokenCounter: TypeAlias = Callable[[list[Message]], int]
 """A function estimating the tokens of a message list (``estimate_tokens`` by default)."""
@@ -53,6 +52,20 @@ class TranscriptManager(Protocol):
     """
 
     def save(self, messages: list[Message], session_id: str) -> object: ...
+
+
+@runtime_checkable
+class SessionIdChecker(Protocol):
+    """Optional: a transcript manager (or the object an archive hook is a bound
+    method of) that can say whether it accepts a session id.
+
+    The compactor calls ``check_session_id`` when it is built, on
+    ``set_session_id`` and when its ``transcript_mgr`` or ``archive`` changes, so
+    an id the store cannot use fails at once (``TypeError`` / ``ValueError``)
+    rather than at every snapshot. It returns the id, unchanged.
+    """
+
+    def check_session_id(self, session_id: str) -> str: ...
 
 
 ArchiveRecord: TypeAlias = dict[str, Any]

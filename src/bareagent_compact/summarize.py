@@ -48,7 +48,6 @@ MIN_BUDGET: Final = 256
 """A budget is never halved below this."""
 
 
-
 class SummaryRequest(NamedTuple):
     """Call the provider with ``prompt``; answer with an ``Outcome`` of its answer."""
 
@@ -56,7 +55,7 @@ class SummaryRequest(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class Summarised:
+class Summarized:
     """What the summary requests came to: the text, or why there is none."""
 
     text: str | None
@@ -143,19 +142,22 @@ def _parts(source: Sequence[Message], prompts: _Budgeted, room: int) -> Iterator
         yield "\n\n".join(current)
 
 
-def summarise(
+def summarize_source(
     source: Sequence[Message],
     spec_prompt: list[Message] | None,
     *,
     system_prompt: str,
     lead_in: str,
+    rolling: bool = False,
     budget: int,
     count: Counter,
     read: Reader,
-) -> Generator[SummaryRequest, Any, Summarised]:
+) -> Generator[SummaryRequest, Any, Summarized]:
     """Summarise ``source``: one request when ``spec_prompt`` fits ``budget``, else
     the parts in order; halve the budget on a context overflow and start again.
-    ``spec_prompt`` is ``None`` when the source is known to be over the budget."""
+    ``spec_prompt`` is ``None`` when the source is known to be over the budget.
+    ``rolling``: the source opens with a previous summary, so the first part is
+    introduced by ``lead_in`` as the one request is."""
     calls = 0
     for _ in range(MAX_HALVINGS + 1):
         if spec_prompt is not None and count(spec_prompt) <= budget:
@@ -167,16 +169,18 @@ def summarise(
                                "in parts of at most %d tokens", budget)
                 continue
             text, reason = read(answer)
-            return Summarised(text, reason, calls, 1)
-        done = yield from _in_parts(source, _Budgeted(system_prompt, count, budget), lead_in, read)
+            return Summarized(text, reason, calls, 1)
+        done = yield from _in_parts(
+            source, _Budgeted(system_prompt, count, budget), lead_in, rolling, read
+        )
         calls += done.calls
         if done.reason is Reason.CONTEXT_OVERFLOW and budget // 2 >= MIN_BUDGET:
             budget //= 2
             logger.warning("a summary part was too long for the model; retrying in parts "
                            "of at most %d tokens", budget)
             continue
-        return Summarised(done.text, done.reason, calls, done.parts)
-    return Summarised(None, Reason.CONTEXT_OVERFLOW, calls, 0)
+        return Summarized(done.text, done.reason, calls, done.parts)
+    return Summarized(None, Reason.CONTEXT_OVERFLOW, calls, 0)
 
 
 def _overflowed(answer: Any) -> bool:
@@ -185,8 +189,11 @@ def _overflowed(answer: Any) -> bool:
 
 
 def _in_parts(
-    source: Sequence[Message], prompts: _Budgeted, lead_in: str, read: Reader
-) -> Generator[SummaryRequest, Any, Summarised]:
+    source: Sequence[Message], prompts: _Budgeted, lead_in: str, rolling: bool, read: Reader
+) -> Generator[SummaryRequest, Any, Summarized]:
+    """The parts of ``source`` summarised in order, each request carrying the
+    running summary so far after ``lead_in`` (also before the first part when
+    ``rolling``: a previous summary opens it)."""
     budget = prompts.budget
     # The running summary takes at most a quarter of the room; the parts the rest.
     room = max(1, budget - prompts.fixed - prompts.size(lead_in))
@@ -195,7 +202,7 @@ def _in_parts(
     calls = 0
     for text in _parts(source, prompts, part_room):
         if running is None:
-            body = prompts.fit(text, room)
+            body = (lead_in if rolling else "") + prompts.fit(text, room)
         else:
             previous = prompts.fit(f"[user]\n{SUMMARY_PREFIX}{running}", room // 4)
             body = lead_in + previous + "\n\n" + prompts.fit(text, part_room)
@@ -205,8 +212,8 @@ def _in_parts(
         answer = yield SummaryRequest(prompts.prompt(body))
         del body
         if _overflowed(answer):
-            return Summarised(None, Reason.CONTEXT_OVERFLOW, calls, calls)
+            return Summarized(None, Reason.CONTEXT_OVERFLOW, calls, calls)
         running, reason = read(answer)
         if running is None:
-            return Summarised(None, reason, calls, calls)
-    return Summarised(running, None, calls, calls)
+            return Summarized(None, reason, calls, calls)
+    return Summarized(running, None, calls, calls)

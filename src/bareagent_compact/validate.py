@@ -42,8 +42,11 @@ def validate_messages(messages: Any, *, objects: bool = False) -> None:
                 continue
             raise not_a_dict(index, message)
         role = message.get("role")
-        if not isinstance(role, str):
-            item_type = message.get("type")
-            if isinstance(item_type, str) and item_type != "message" and role is None:
-                continue
+        if not isinstance(role, str) and not _is_item(message, role):
             raise TypeError(f"messages[{index}]['role'] must be a str, got {type(role).__name__}")
+
+
+def _is_item(message: dict[Any, Any], role: object) -> bool:
+    """True for an OpenAI Responses item other than a message: no role, a ``str`` type."""
+    item_type = message.get("type")
+    return isinstance(item_type, str) and item_type != "message" and role is None

@@ -1,0 +1,179 @@
+"""A compactor's configuration as one frozen, validated value.
+
+:class:`Options` holds the constructor's options as given; building one checks
+them all (the constructor's ``TypeError`` / ``ValueError``) and computes, in
+:func:`derive`, every value that follows from them: the micro-compaction policy
+(the ``micro`` preset filled in from the threshold), the summary texts (language
+preset, custom prompt) and the token counter. Changing an option builds a new
+value with :func:`dataclasses.replace`, so nothing derived can go stale.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS
+from bareagent_compact.micro import MICRO_SPEC, MicroOptions, resolve_micro
+from bareagent_compact.prompts import DEFAULT_THRESHOLD, LANGUAGES, LanguagePreset
+from bareagent_compact.protocols import (
+    AfterCompactHook,
+    ArchiveHook,
+    BeforeCompactHook,
+    TokenCounter,
+)
+from bareagent_compact.summarize import DEFAULT_SUMMARY_INPUT_TOKENS, MIN_BUDGET
+from bareagent_compact.tokens import estimate_tokens
+from bareagent_compact.validate import check_int
+
+
+class _DefaultLanguage(str):
+    """The default ``language``: equal to ``"zh"``, but known not to be chosen, so the
+    texts may follow a custom ``system_prompt``'s language instead."""
+
+    __slots__ = ()
+
+
+DEFAULT_LANGUAGE: Final = _DefaultLanguage("zh")
+"""The ``language`` default: ``"zh"``, unless a custom ``system_prompt`` is not Chinese."""
+
+_HAN: Final = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+"""Chinese characters (CJK unified and compatibility ideographs)."""
+
+
+def text_language(text: str) -> str:
+    """``"zh"`` when ``text`` holds a Chinese character, else ``"en"``."""
+    return "zh" if _HAN.search(text) else "en"
+
+
+@dataclass(frozen=True, slots=True)
+class Derived:
+    """What follows from the options: resolved micro policy, texts and counter."""
+
+    keep_recent: int
+    micro_options: MicroOptions
+    system_prompt: str
+    acknowledgement: str
+    rolling_lead_in: str
+    instructions_heading: str
+    token_counter: TokenCounter
+    custom_counter: bool
+    """True when the caller gave a ``token_counter`` (the usage ledger is then off)."""
+
+
+def _check_callable(name: str, value: object, *, optional: bool) -> None:
+    if (value is not None or not optional) and not callable(value):
+        raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+
+
+def _check_texts(options: Options) -> None:
+    if not isinstance(options.language, str) or options.language not in LANGUAGES:
+        raise ValueError(f"language must be one of {sorted(LANGUAGES)}, got {options.language!r}")
+    for name in ("system_prompt", "acknowledgement", "instructions"):
+        text = getattr(options, name)
+        if text is not None and not isinstance(text, str):
+            raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+
+
+def _check_values(options: Options) -> None:
+    """Every check of the constructor, in its order, before anything is derived."""
+    _check_callable("provider", options.provider, optional=False)
+    manager = options.transcript_mgr
+    if manager is not None and not callable(getattr(manager, "save", None)):
+        raise TypeError(
+            "transcript_mgr must have a save(messages, session_id) method, got "
+            f"{type(manager).__name__}"
+        )
+    _check_texts(options)
+    check_int("threshold", options.threshold)
+    check_int("summary_input_tokens", options.summary_input_tokens, MIN_BUDGET)
+    check_int("pin_facts_tokens", options.pin_facts_tokens)
+    check_int("keep_tail_tokens", options.keep_tail_tokens)
+    for name in ("token_counter", "archive", "before_compact", "after_compact"):
+        _check_callable(name, getattr(options, name), optional=True)
+
+
+def _texts(options: Options) -> LanguagePreset:
+    """The summary texts: an explicit ``language`` wins; left at its default, they
+    follow a custom ``system_prompt``'s language (Chinese characters or not)."""
+    language = options.language
+    prompt = options.system_prompt
+    if type(language) is _DefaultLanguage and prompt is not None:
+        language = text_language(prompt)
+    preset = LANGUAGES[language]
+    return LanguagePreset(
+        LANGUAGES[options.language].summary_prompt if prompt is None else prompt,
+        preset.acknowledgement if options.acknowledgement is None else options.acknowledgement,
+        preset.rolling_lead_in,
+        preset.instructions_heading,
+    )
+
+
+def derive(options: Options) -> Derived:
+    """Check ``options`` and compute everything that follows from them (the one place)."""
+    _check_values(options)
+    keep_recent, micro_options = resolve_micro(
+        options.micro,
+        options.threshold,
+        keep_recent=options.keep_recent,
+        min_chars=options.micro_min_chars,
+        exclude_tools=options.exclude_tools,
+        clear_at_least=options.clear_at_least,
+    )
+    texts = _texts(options)
+    counter = options.token_counter
+    return Derived(
+        keep_recent,
+        micro_options,
+        texts.summary_prompt,
+        texts.acknowledgement,
+        texts.rolling_lead_in,
+        texts.instructions_heading,
+        estimate_tokens if counter is None else counter,
+        counter is not None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """The options of a compactor, as the constructor takes them (see
+    ``docs/configuration.md``); ``None`` means "the default", resolved in
+    :attr:`derived`. Building one raises the constructor's ``TypeError`` /
+    ``ValueError``; the flags are stored as ``bool`` and ``exclude_tools`` as a
+    ``frozenset``, so :func:`dataclasses.replace` re-derives from the same values."""
+
+    provider: Any
+    transcript_mgr: Any = None
+    threshold: int = DEFAULT_THRESHOLD
+    keep_recent: int | None = None
+    system_prompt: str | None = None
+    acknowledgement: str | None = None
+    token_counter: TokenCounter | None = None
+    keep_tool_pairs: bool = True
+    archive: ArchiveHook | None = None
+    require_snapshot: bool = True
+    summary_input_tokens: int = DEFAULT_SUMMARY_INPUT_TOKENS
+    language: str = DEFAULT_LANGUAGE
+    instructions: str | None = None
+    rolling_summaries: bool = True
+    pin_facts: bool = False
+    pin_facts_tokens: int = DEFAULT_PIN_FACTS_TOKENS
+    keep_tail_tokens: int = 0
+    before_compact: BeforeCompactHook | None = None
+    after_compact: AfterCompactHook | None = None
+    micro: str = MICRO_SPEC
+    micro_min_chars: int | None = None
+    exclude_tools: Iterable[str] | None = None
+    clear_at_least: int | None = None
+    derived: Derived = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        derived = derive(self)
+        setattr_ = object.__setattr__
+        setattr_(self, "derived", derived)
+        for flag in ("keep_tool_pairs", "require_snapshot", "rolling_summaries", "pin_facts"):
+            setattr_(self, flag, bool(getattr(self, flag)))
+        if self.exclude_tools is not None:  # an iterator is read once, here
+            setattr_(self, "exclude_tools", derived.micro_options.exclude_tools)

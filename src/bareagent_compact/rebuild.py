@@ -1,0 +1,224 @@
+"""The pure list work of a full compaction: where the history splits, what the
+summary request says, and how the history is rebuilt around the summary.
+
+Nothing here keeps state or calls a plug-in; :mod:`bareagent_compact.pipeline`
+runs these functions between its requests.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, MutableSequence, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bareagent_compact import dialects
+from bareagent_compact._json import json_copy
+from bareagent_compact.options import Options
+from bareagent_compact.pairs import find_orphans
+from bareagent_compact.prompts import SUMMARY_PREFIX
+from bareagent_compact.protocols import Message
+from bareagent_compact.serialize import _serialize
+from bareagent_compact.split import (
+    paired_tail_start,
+    pending_start,
+    trailing_calls_start,
+    verbatim_tail_start,
+)
+
+logger = logging.getLogger("bareagent_compact.compactor")
+
+Count = Callable[[list[Message]], int]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a full compaction will do, decided before anything is sent.
+
+    ``snapshot`` is the list as it was; ``snapshot[:head_end]`` is everything but
+    the pending turn, and ``snapshot[tail_start:head_end]`` the messages kept
+    verbatim before it (tool calls the pending results answer).
+    """
+
+    snapshot: list[Message]
+    head_end: int
+    tail_start: int
+    systems: list[Message]
+    source: list[Message]
+    source_tokens: int
+    system_prompt: str
+    prompt: list[Message] | None
+    """The specification's one-request prompt; ``None`` when the source alone is
+    over the summariser's input budget (it is summarised in parts)."""
+
+    @property
+    def kept(self) -> list[Message]:
+        """The messages kept verbatim before the pending turn, systems left out."""
+        return [
+            m for m in self.snapshot[self.tail_start : self.head_end] if not dialects.is_system(m)
+        ]
+
+
+def is_own_output(message: Message, acknowledgement: str) -> bool:
+    """True for the summary and acknowledgement messages a previous compaction wrote."""
+    content = message.get("content")
+    if message.get("role") == "assistant":
+        return content == acknowledgement
+    return (
+        message.get("role") == "user"
+        and isinstance(content, str)
+        and content.startswith(SUMMARY_PREFIX)
+    )
+
+
+def kept_tail_start(head: list[Message], pending: list[Message], keep_tool_pairs: bool) -> int:
+    """Where the messages kept verbatim besides the pending turn begin in ``head``.
+
+    Only ``keep_tool_pairs=True`` keeps any: the calls a pending tool result
+    answers, or tool calls ending the history whose results are still to come.
+    """
+    if not keep_tool_pairs:
+        return len(head)
+    if pending:
+        return paired_tail_start(head, pending)
+    trailing = trailing_calls_start(head)
+    return len(head) if trailing is None else trailing
+
+
+def split_history(
+    messages: MutableSequence[Any], options: Options, count: Count
+) -> tuple[list[Message], int, int]:
+    """Step 3: the snapshot, where its pending turn starts, and where the kept tail starts."""
+    snapshot: list[Message] = list(messages)
+    head_end = pending_start(snapshot)
+    head = snapshot[:head_end]
+    start = kept_tail_start(head, snapshot[head_end:], options.keep_tool_pairs)
+    if options.keep_tail_tokens:
+        start = verbatim_tail_start(head, start, options.keep_tail_tokens, lambda m: count([m]))
+    return snapshot, head_end, start
+
+
+def spec_prompt(
+    source: list[Message], source_tokens: int, options: Options
+) -> list[Message] | None:
+    """The specification's one-request prompt, or ``None`` for a source over the
+    summariser's budget (rendered a part at a time, never as one transcript).
+    Raises ``ValueError`` for a source that cannot be encoded."""
+    if source_tokens > options.summary_input_tokens:
+        return None
+    derived = options.derived
+    transcript = _serialize(source)
+    if options.rolling_summaries and is_own_output(source[0], derived.acknowledgement):
+        # A previous summary opens the source: say so (the lead-in line).
+        transcript = derived.rolling_lead_in + transcript
+    return [
+        {"role": "system", "content": derived.system_prompt},
+        {"role": "user", "content": transcript},
+    ]
+
+
+def system_copies(head: Sequence[Message]) -> list[Message]:
+    """Copies of the system messages of ``head``; ``ValueError`` if one cannot be copied."""
+    return [json_copy(m) for m in head if dialects.is_system(m)]
+
+
+def summary_block(summary: str, kept: Sequence[Message], acknowledgement: str) -> list[Message]:
+    """What replaces the source: the summary message, and the acknowledgement
+    unless a kept assistant turn follows it (roles keep alternating)."""
+    block: list[Message] = [{"role": "user", "content": SUMMARY_PREFIX + summary}]
+    if not kept or dialects.kind(kept[0]) is not dialects.Kind.ASSISTANT:
+        block.append({"role": "assistant", "content": acknowledgement})
+    return block
+
+
+def appended_only(current: Sequence[Any], before: Sequence[Any]) -> bool:
+    """True when ``current`` is ``before`` (the same objects) with messages appended."""
+    return len(current) >= len(before) and all(
+        now is then for now, then in zip(current, before, strict=False)
+    )
+
+
+def replace_all(messages: MutableSequence[Any], rebuilt: list[Message]) -> None:
+    """``messages[:] = rebuilt``, also for a mutable sequence without slice assignment."""
+    if isinstance(messages, list):
+        messages[:] = rebuilt
+    else:
+        messages.clear()
+        messages.extend(rebuilt)
+
+
+def _current_systems(plan: Plan) -> list[Message]:
+    """The system messages as they are now, or their copies from before the summary."""
+    try:
+        return system_copies(plan.snapshot[: plan.head_end])
+    except ValueError:
+        logger.warning(
+            "a system message can no longer be copied; using its copy from before "
+            "the summary",
+            exc_info=True,
+        )
+        return plan.systems
+
+
+def rebuild(
+    messages: MutableSequence[Any], plan: Plan, summary: str, acknowledgement: str
+) -> list[Message] | None:
+    """Step 8, in place: systems, summary, acknowledgement (unless a kept assistant
+    turn follows), kept tail, pending turn, and whatever arrived meanwhile.
+
+    Messages appended while the summary was made (by another thread or task,
+    or the provider itself) are kept after the pending turn, and system
+    messages are copied as they are now. Returns the rebuilt messages (without
+    those that arrived); ``None``, with nothing rebuilt, if the list was
+    changed other than by appending.
+    """
+    current = list(messages)
+    if not appended_only(current, plan.snapshot):
+        logger.warning(
+            "the history was changed other than by appending while the summary was "
+            "made; history left as it is"
+        )
+        return None
+    kept = plan.kept
+    rebuilt = [*_current_systems(plan), *summary_block(summary, kept, acknowledgement), *kept]
+    rebuilt += plan.snapshot[plan.head_end :]
+    replace_all(messages, [*rebuilt, *current[len(plan.snapshot) :]])
+    return rebuilt
+
+
+def _dropped_calls(plan: Plan) -> int:
+    """Tool calls ending the history that were summarised away (their results,
+    still to come, will be orphans)."""
+    head = plan.snapshot[: plan.head_end]
+    if plan.head_end != len(plan.snapshot) or plan.tail_start != len(head):
+        return 0
+    trailing = trailing_calls_start(head)
+    return 0 if trailing is None else sum(len(dialects.calls(m)) for m in head[trailing:])
+
+
+def warn_about(
+    messages: MutableSequence[Any], plan: Plan, before: int, after: int, threshold: int
+) -> None:
+    """Log what a caller must know about a rebuilt history."""
+    dropped_calls = _dropped_calls(plan)
+    if after >= before:
+        logger.warning(
+            "compaction did not shrink the history (%d -> %d tokens): the summary is "
+            "longer than what it replaced",
+            before,
+            after,
+        )
+    unpaired = len(find_orphans(messages)) + dropped_calls
+    if unpaired:
+        logger.warning(
+            "compaction left %d unpaired tool call(s) or result(s); keep_tool_pairs=True "
+            "(the default) keeps tool calls with their results",
+            unpaired,
+        )
+    if after > threshold:
+        logger.warning(
+            "history is still over the threshold after compaction (%d > %d estimated "
+            "tokens): the kept messages alone are that large",
+            after,
+            threshold,
+        )
