@@ -22,7 +22,7 @@ from typing import Any
 
 import _history
 from bareagent_compact import CompactionResult, Compactor, OfflineSummarizer, estimate_tokens
-from bareagent_compact import demo as demo_module
+from bareagent_compact.cli import demo as demo_module
 from bareagent_compact.dialects import is_system
 from bareagent_compact.facts import PINNED_HEADING, extract
 from bareagent_compact.serialize import _serialize

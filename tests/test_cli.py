@@ -24,7 +24,8 @@ from bareagent_compact import (
     _serialize,
     estimate_tokens,
 )
-from bareagent_compact.cli import Progress, main
+from bareagent_compact.cli import main
+from bareagent_compact.cli.common import Progress
 
 DIALECTS = ("anthropic", "chat", "responses")
 TOOLS = ("bash", "read_file", "grep")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from bareagent_compact.cli import main
-from bareagent_compact.demo import run_demo
+from bareagent_compact.cli.demo import run_demo
 
 
 def test_demo_reaches_micro_and_full_compaction_and_ends_with_a_forced_compact() -> None:

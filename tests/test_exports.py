@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from importlib.resources import files
+from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 import bareagent_compact
+from bareagent_compact import replay as kept
+from bareagent_compact.cli import replay as moved
 
 
 def test_all_lists_exactly_the_public_names() -> None:
@@ -15,7 +23,15 @@ def test_all_lists_exactly_the_public_names() -> None:
         if (not name.startswith("__") or name == "__version__")
         and not isinstance(value, ModuleType)
     }
-    assert set(bareagent_compact.__all__) == exported
+    lazy = {"AsyncCompactor", "SqlTranscriptManager"}
+    assert set(bareagent_compact.__all__) == exported | lazy
+    listed = {
+        name
+        for name in dir(bareagent_compact)
+        if (not name.startswith("__") or name == "__version__")
+        and not isinstance(getattr(bareagent_compact, name), ModuleType)
+    }
+    assert set(bareagent_compact.__all__) == listed
     assert bareagent_compact.__all__ == sorted(bareagent_compact.__all__)
 
 
@@ -27,3 +43,41 @@ def test_spec_names_are_importable() -> None:
 
 def test_package_ships_py_typed() -> None:
     assert files("bareagent_compact").joinpath("py.typed").is_file()
+
+
+SRC = Path(bareagent_compact.__file__).resolve().parent.parent
+HEAVY = ("sqlite3", "asyncio", "argparse", "subprocess")
+
+
+def test_importing_the_package_loads_no_store_async_or_command_line_modules_nor_the_cli() -> None:
+    # A fresh interpreter: this test process has long since loaded all four.
+    script = (
+        "import sys, bareagent_compact\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('bareagent_compact.cli')))\n"
+        "print(bareagent_compact.AsyncCompactor.__name__, "
+        "bareagent_compact.SqlTranscriptManager.__name__)\n"
+        "from bareagent_compact import AsyncCompactor, SqlTranscriptManager\n"
+        "print(AsyncCompactor is bareagent_compact.AsyncCompactor)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env
+    )
+    assert done.stdout.splitlines() == [
+        "[]",
+        "[]",
+        "AsyncCompactor SqlTranscriptManager",
+        "True",
+    ]
+
+
+def test_an_unknown_name_is_still_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="NoSuchName"):
+        bareagent_compact.NoSuchName  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_the_replay_module_keeps_its_documented_name() -> None:
+    assert kept.replay is moved.replay
+    assert kept.__all__ == moved.__all__
+    assert all(getattr(kept, name) is getattr(moved, name) for name in kept.__all__)

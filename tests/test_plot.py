@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from bareagent_compact.cli import main
-from bareagent_compact.demo import DEMO_THRESHOLD, run_demo
-from bareagent_compact.plot import marks_line, sparkline, svg_chart
-from bareagent_compact.replay import TurnRecord
+from bareagent_compact.cli.demo import DEMO_THRESHOLD, run_demo
+from bareagent_compact.cli.plot import marks_line, sparkline, svg_chart
+from bareagent_compact.cli.turns import TurnRecord
 from bareagent_compact.result import Action
 
 SVG = "{http://www.w3.org/2000/svg}"

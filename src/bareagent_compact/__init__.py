@@ -1,6 +1,12 @@
-"""Keep an LLM agent's conversation inside its context window."""
+"""Keep an LLM agent's conversation inside its context window.
 
-from bareagent_compact.async_compactor import AsyncCompactor
+``AsyncCompactor`` and ``SqlTranscriptManager`` are imported on first use: their
+modules load ``asyncio`` and ``sqlite3``, which an agent using neither need not pay for.
+"""
+
+import importlib
+import typing
+
 from bareagent_compact.compactor import Compactor
 from bareagent_compact.micro import DEFAULT_KEEP_RECENT, _micro_compact
 from bareagent_compact.offline import OfflineSummarizer
@@ -26,10 +32,13 @@ from bareagent_compact.protocols import (
 )
 from bareagent_compact.result import Action, CompactionEvent, CompactionResult, Reason
 from bareagent_compact.serialize import _serialize
-from bareagent_compact.sqlstore import SqlTranscriptManager
 from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.transcripts import JsonlTranscriptManager, Snapshot
 from bareagent_compact.usage import input_tokens_of
+
+if typing.TYPE_CHECKING:
+    from bareagent_compact.async_compactor import AsyncCompactor
+    from bareagent_compact.sqlstore import SqlTranscriptManager
 
 __version__ = "0.1.0"
 
@@ -69,3 +78,20 @@ __all__ = [
     "is_context_overflow",
     "repair_tool_pairs",
 ]
+
+if not typing.TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        """The lazy names, imported (and kept) on first use."""
+        if name == "AsyncCompactor":
+            module = "async_compactor"
+        elif name == "SqlTranscriptManager":
+            module = "sqlstore"
+        else:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), "AsyncCompactor", "SqlTranscriptManager"})

@@ -1,166 +1,21 @@
-"""Replay a recorded session turn by turn through a :class:`Compactor`.
-
-The recorded history is fed back as an agent loop would have built it: the
-messages up to each model call are appended to a working list, the compactor
-runs on it (as it does at the start of every turn), and the recorded model
-output follows. Each turn yields a :class:`TurnRecord` of what compaction did,
-so different settings can be compared on a real session without a model.
-"""
+"""Replay a recorded session turn by turn: :mod:`bareagent_compact.cli.replay` by its old name."""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable
-from dataclasses import dataclass
-
-from bareagent_compact import dialects
-from bareagent_compact.compactor import Compactor
-from bareagent_compact.micro import DEFAULT_KEEP_RECENT
-from bareagent_compact.prompts import DEFAULT_THRESHOLD
-from bareagent_compact.protocols import HasText, Message, SummaryProvider
-from bareagent_compact.result import Action
-from bareagent_compact.tokens import estimate_tokens
+from bareagent_compact.cli.replay import (
+    CountingProvider,
+    ReplayResult,
+    TurnRecord,
+    is_model_output,
+    model_call_indices,
+    replay,
+)
 
 __all__ = [
     "CountingProvider",
     "ReplayResult",
     "TurnRecord",
     "is_model_output",
+    "model_call_indices",
     "replay",
-    "turn_starts",
 ]
-
-Progress = Callable[[int, int], object]
-"""Called with (turns done, turns in all) as a replay goes on."""
-
-
-@dataclass(frozen=True, slots=True)
-class TurnRecord:
-    """What compaction did at one turn (one model call) of a replayed session."""
-
-    turn: int
-    """1 for the first model call."""
-    index: int
-    """How many messages of the recorded history the loop had appended by then."""
-    tokens_in: int
-    """The estimate when the turn started, before compaction."""
-    tokens_before: int
-    """The estimate after micro-compaction (compared with the threshold)."""
-    tokens_after: int
-    """The estimate sent to the model."""
-    action: Action
-    truncated: int
-    messages: int
-    """The length of the working history after compaction."""
-    summary_calls: int
-    """Calls of the summary provider during this turn."""
-    reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayResult:
-    """Every turn of a replay and the compacted history it ended with."""
-
-    turns: list[TurnRecord]
-    messages: list[Message]
-    threshold: int
-
-    @property
-    def summary_calls(self) -> int:
-        return sum(t.summary_calls for t in self.turns)
-
-    def count(self, action: Action) -> int:
-        return sum(1 for t in self.turns if t.action is action)
-
-
-def is_model_output(message: Message) -> bool:
-    """True for what a model call returns: assistant messages, Responses calls and reasoning."""
-    return dialects.kind(message) is dialects.Kind.ASSISTANT
-
-
-def turn_starts(messages: list[Message]) -> list[int]:
-    """The indices at which the agent loop calls the model.
-
-    A turn starts before each run of model output that follows input (a user
-    message, tool results), and once more at the end when the history ends with
-    input still to be answered. System messages start no turn and end none.
-    """
-    starts = []
-    previous_was_output = True
-    for index, message in enumerate(messages):
-        if dialects.is_system(message):
-            continue
-        output = is_model_output(message)
-        if output and not previous_was_output:
-            starts.append(index)
-        previous_was_output = output
-    if messages and not previous_was_output:
-        starts.append(len(messages))
-    return starts
-
-
-class CountingProvider:
-    """Counts the calls of a summary provider."""
-
-    def __init__(self, provider: SummaryProvider) -> None:
-        self.provider = provider
-        self.calls = 0
-
-    def __call__(self, prompt: list[Message], /) -> str | HasText:
-        self.calls += 1
-        return self.provider(prompt)
-
-
-def replay(
-    messages: list[Message],
-    provider: SummaryProvider,
-    *,
-    threshold: int = DEFAULT_THRESHOLD,
-    keep_recent: int = DEFAULT_KEEP_RECENT,
-    keep_tool_pairs: bool = True,
-    progress: Progress | None = None,
-) -> ReplayResult:
-    """Replay ``messages`` (left unchanged) through a fresh ``Compactor`` with these options."""
-    counting = CountingProvider(provider)
-    compactor = Compactor(
-        counting, threshold=threshold, keep_recent=keep_recent, keep_tool_pairs=keep_tool_pairs
-    )
-    working: list[Message] = []
-    turns: list[TurnRecord] = []
-    starts = turn_starts(messages)
-    fed = 0
-    tokens = 0
-    for number, start in enumerate(starts, start=1):
-        new = [copy.deepcopy(m) for m in messages[fed:start]]
-        working.extend(new)
-        fed = start
-        tokens_in = tokens + estimate_tokens(new)  # the previous turn's estimate plus the new
-        calls = counting.calls
-        result = compactor(working)
-        turns.append(
-            TurnRecord(
-                turn=number,
-                index=start,
-                tokens_in=tokens_in,
-                tokens_before=result.tokens_before,
-                tokens_after=result.tokens_after,
-                action=result.action,
-                truncated=result.truncated,
-                messages=len(working),
-                summary_calls=counting.calls - calls,
-                reason=result.reason,
-            )
-        )
-        tokens = result.tokens_after
-        if progress is not None:
-            progress(number, len(starts))
-        # The recorded model output (the run of it that starts here) joins the history.
-        end = fed
-        while end < len(messages) and is_model_output(messages[end]):
-            end += 1
-        output = [copy.deepcopy(m) for m in messages[fed:end]]
-        working.extend(output)
-        tokens += estimate_tokens(output)
-        fed = end
-    working.extend(copy.deepcopy(m) for m in messages[fed:])
-    return ReplayResult(turns, working, threshold)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 from xml.sax.saxutils import escape
 
-from bareagent_compact.replay import TurnRecord
+from bareagent_compact.cli.turns import TurnRecord
 from bareagent_compact.result import Action
 
 __all__ = ["marks_line", "sparkline", "svg_chart"]
@@ -57,23 +58,36 @@ def _fmt(value: float) -> str:
     return f"{round(value):,}"
 
 
+_PLOT_W: Final = WIDTH - _LEFT - _RIGHT
+_PLOT_H: Final = HEIGHT - _TOP - _BOTTOM
+
+
+@dataclass(frozen=True, slots=True)
+class _Scale:
+    """Where a turn and a token count fall on the chart."""
+
+    top: float
+    """The largest token count on the y axis."""
+    last_turn: int
+
+    def x(self, turn: float) -> float:
+        return _LEFT + (turn - 0.5) / self.last_turn * _PLOT_W
+
+    def y(self, tokens: float) -> float:
+        return _TOP + _PLOT_H - tokens / self.top * _PLOT_H
+
+
+def _by_action(turns: Sequence[TurnRecord], action: Action) -> list[TurnRecord]:
+    return [t for t in turns if t.action is action]
+
+
 def svg_chart(turns: Sequence[TurnRecord], threshold: int, title: str = "context per turn") -> str:
     """An SVG document drawing ``turns`` against ``threshold``."""
-    plot_w = WIDTH - _LEFT - _RIGHT
-    plot_h = HEIGHT - _TOP - _BOTTOM
     peak = max([threshold, *(t.tokens_in for t in turns), *(t.tokens_before for t in turns)])
-    top = _nice_ceiling(peak * 1.08)
-    last_turn = max(len(turns), 1)
-
-    def x(turn: float) -> float:
-        return _LEFT + (turn - 0.5) / last_turn * plot_w
-
-    def y(tokens: float) -> float:
-        return _TOP + plot_h - tokens / top * plot_h
-
-    full = [t for t in turns if t.action is Action.FULL]
-    micro = [t for t in turns if t.action is Action.MICRO]
-    failed = [t for t in turns if t.action is Action.FAILED]
+    scale = _Scale(top=_nice_ceiling(peak * 1.08), last_turn=max(len(turns), 1))
+    full = _by_action(turns, Action.FULL)
+    micro = _by_action(turns, Action.MICRO)
+    failed = _by_action(turns, Action.FAILED)
     calls = sum(t.summary_calls for t in turns)
     out: list[str] = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
@@ -86,75 +100,99 @@ def svg_chart(turns: Sequence[TurnRecord], threshold: int, title: str = "context
         f"compaction{'s' * (len(full) != 1)}, {len(micro)} micro-compaction"
         f"{'s' * (len(micro) != 1)}, {calls} summary call{'s' * (calls != 1)}</text>",
     ]
-    # Grid, ticks and axis labels.
-    for value in _ticks(top):
-        py = y(value)
+    out += _axes(scale)
+    out += _context_line(scale, turns)
+    out += _threshold_line(scale, threshold)
+    out += _markers(scale, micro, full, failed)
+    out.extend(_legend(len(full), len(micro), len(failed), calls))
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _axes(scale: _Scale) -> list[str]:
+    """Grid, ticks and axis labels."""
+    out = []
+    for value in _ticks(scale.top):
+        py = scale.y(value)
         out.append(
-            f'<line x1="{_LEFT}" y1="{py:.1f}" x2="{_LEFT + plot_w}" y2="{py:.1f}" '
+            f'<line x1="{_LEFT}" y1="{py:.1f}" x2="{_LEFT + _PLOT_W}" y2="{py:.1f}" '
             f'stroke="{_COLORS["grid"]}"/>'
         )
         out.append(f'<text x="{_LEFT - 8}" y="{py + 4:.1f}" text-anchor="end">{_fmt(value)}</text>')
-    for value in _ticks(last_turn, 8):
+    for value in _ticks(scale.last_turn, 8):
         turn = max(value, 1)
-        px = x(turn)
+        px = scale.x(turn)
         out.append(
-            f'<text x="{px:.1f}" y="{_TOP + plot_h + 18}" text-anchor="middle">{_fmt(turn)}</text>'
+            f'<text x="{px:.1f}" y="{_TOP + _PLOT_H + 18}" text-anchor="middle">{_fmt(turn)}</text>'
         )
     out.append(
-        f'<rect x="{_LEFT}" y="{_TOP}" width="{plot_w}" height="{plot_h}" fill="none" '
+        f'<rect x="{_LEFT}" y="{_TOP}" width="{_PLOT_W}" height="{_PLOT_H}" fill="none" '
         'stroke="#999"/>'
     )
     out.append(
-        f'<text x="{_LEFT + plot_w / 2:.1f}" y="{HEIGHT - 18}" text-anchor="middle" '
+        f'<text x="{_LEFT + _PLOT_W / 2:.1f}" y="{HEIGHT - 18}" text-anchor="middle" '
         'font-size="13">turn (one model call each)</text>'
     )
     out.append(
-        f'<text transform="translate(22 {_TOP + plot_h / 2:.1f}) rotate(-90)" '
+        f'<text transform="translate(22 {_TOP + _PLOT_H / 2:.1f}) rotate(-90)" '
         'text-anchor="middle" font-size="13">estimated tokens</text>'
     )
-    # The context: up to tokens_in at each turn, down to what was sent to the model.
+    return out
+
+
+def _context_line(scale: _Scale, turns: Sequence[TurnRecord]) -> list[str]:
+    """The context: up to tokens_in at each turn, down to what was sent to the model."""
     points: list[str] = []
     for t in turns:
-        points.append(f"{x(t.turn):.1f},{y(t.tokens_in):.1f}")
+        points.append(f"{scale.x(t.turn):.1f},{scale.y(t.tokens_in):.1f}")
         if t.tokens_after != t.tokens_in:
-            points.append(f"{x(t.turn):.1f},{y(t.tokens_after):.1f}")
-    if points:
-        out.append(
-            f'<polyline id="context" points="{" ".join(points)}" fill="none" '
-            f'stroke="{_COLORS["context"]}" stroke-width="1.6" stroke-linejoin="round"/>'
-        )
-    ty = y(threshold)
-    out.append(
-        f'<line id="threshold" x1="{_LEFT}" y1="{ty:.1f}" x2="{_LEFT + plot_w}" y2="{ty:.1f}" '
+            points.append(f"{scale.x(t.turn):.1f},{scale.y(t.tokens_after):.1f}")
+    if not points:
+        return []
+    return [
+        f'<polyline id="context" points="{" ".join(points)}" fill="none" '
+        f'stroke="{_COLORS["context"]}" stroke-width="1.6" stroke-linejoin="round"/>'
+    ]
+
+
+def _threshold_line(scale: _Scale, threshold: int) -> list[str]:
+    ty = scale.y(threshold)
+    return [
+        f'<line id="threshold" x1="{_LEFT}" y1="{ty:.1f}" x2="{_LEFT + _PLOT_W}" y2="{ty:.1f}" '
         f'stroke="{_COLORS["threshold"]}" stroke-width="1.4" stroke-dasharray="6 4" '
-        f'data-tokens="{threshold}"/>'
-    )
-    out.append(
+        f'data-tokens="{threshold}"/>',
         f'<text x="{_LEFT + 6}" y="{ty - 5:.1f}" fill="{_COLORS["threshold"]}">'
-        f"threshold {_fmt(threshold)}</text>"
-    )
-    # Markers, each with a tooltip.
-    for t in micro:
-        out.append(
-            f'<circle class="marker micro" cx="{x(t.turn):.1f}" cy="{y(t.tokens_after):.1f}" '
-            f'r="3.5" fill="{_COLORS["micro"]}">{_tooltip(t)}</circle>'
-        )
+        f"threshold {_fmt(threshold)}</text>",
+    ]
+
+
+def _markers(
+    scale: _Scale,
+    micro: list[TurnRecord],
+    full: list[TurnRecord],
+    failed: list[TurnRecord],
+) -> list[str]:
+    """A marker per micro, full and failed compaction, each with a tooltip."""
+    out = [
+        f'<circle class="marker micro" cx="{scale.x(t.turn):.1f}" '
+        f'cy="{scale.y(t.tokens_after):.1f}" r="3.5" fill="{_COLORS["micro"]}">'
+        f"{_tooltip(t)}</circle>"
+        for t in micro
+    ]
     for t in full:
-        px, py = x(t.turn), y(t.tokens_before)
+        px, py = scale.x(t.turn), scale.y(t.tokens_before)
         out.append(
             f'<path class="marker full" d="M{px - 6:.1f},{py - 9:.1f} H{px + 6:.1f} '
             f'L{px:.1f},{py + 1:.1f} Z" fill="{_COLORS["full"]}">{_tooltip(t)}</path>'
         )
     for t in failed:
-        px, py = x(t.turn), y(t.tokens_after)
+        px, py = scale.x(t.turn), scale.y(t.tokens_after)
         out.append(
             f'<path class="marker failed" d="M{px - 5:.1f},{py - 5:.1f} L{px + 5:.1f},'
             f'{py + 5:.1f} M{px - 5:.1f},{py + 5:.1f} L{px + 5:.1f},{py - 5:.1f}" '
             f'stroke="{_COLORS["failed"]}" stroke-width="2">{_tooltip(t)}</path>'
         )
-    out.extend(_legend(len(full), len(micro), len(failed), calls))
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _tooltip(t: TurnRecord) -> str:

@@ -102,18 +102,28 @@ def message_tokens(message: Message) -> int:
 
 
 def _preview(message: Message, width: int = 60) -> str:
+    text = " ".join(_preview_text(message).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _preview_text(message: Message) -> str:
+    """The text of ``message``, or its tool calls, results and text blocks in brief."""
     content = message.get("content")
     if isinstance(content, str):
-        text = content
-    else:
-        pieces = []
-        for kind, _, name, payload in _tool_parts(message):
-            pieces.append(f"[{kind}:{name}]" if kind == "call" else f"[result] {payload!s}")
-        if isinstance(content, list):
-            pieces += [b["text"] for b in content if isinstance(b, dict) and b.get("text")]
-        text = " ".join(str(p) for p in pieces) or str(content if content is not None else "")
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+        return content
+    pieces = [
+        f"[{kind}:{name}]" if kind == "call" else f"[result] {payload!s}"
+        for kind, _, name, payload in _tool_parts(message)
+    ]
+    pieces += _text_blocks(content)
+    return " ".join(str(p) for p in pieces) or str(content if content is not None else "")
+
+
+def _text_blocks(content: Any) -> list[Any]:
+    """The ``text`` of each block of a content list that has one."""
+    if not isinstance(content, list):
+        return []
+    return [b["text"] for b in content if isinstance(b, dict) and b.get("text")]
 
 
 def breakdown(messages: list[Message], largest: int = LARGEST) -> Breakdown:

@@ -11,12 +11,12 @@ import random
 import textwrap
 import unicodedata
 from collections.abc import Iterator
-from typing import Any, Final, TextIO
+from typing import Any, Final, TextIO, TypeAlias
 
+from bareagent_compact.cli.turns import CountingProvider, TurnRecord
 from bareagent_compact.compactor import Compactor
 from bareagent_compact.offline import OfflineSummarizer
 from bareagent_compact.protocols import Message
-from bareagent_compact.replay import CountingProvider, TurnRecord
 from bareagent_compact.result import CompactionResult
 from bareagent_compact.tokens import estimate_tokens
 
@@ -119,8 +119,18 @@ def _git_log(rng: random.Random) -> str:
     )
 
 
-def _script(rng: random.Random) -> Iterator[tuple[str, list[tuple[str, dict[str, Any], str]]]]:
+Task: TypeAlias = tuple[str, list[tuple[str, dict[str, Any], str]]]
+"""A user request and the tool calls answering it: (tool name, tool input, tool output)."""
+
+
+def _script(rng: random.Random) -> Iterator[Task]:
     """Yield (user request, [(tool name, tool input, tool output), ...]) per task."""
+    yield from _debugging_tasks(rng)
+    yield from _review_tasks(rng)
+
+
+def _debugging_tasks(rng: random.Random) -> Iterator[Task]:
+    """Find and fix a failing configuration load, then read up on the retry policy."""
     yield (
         "请帮我看看这个服务的配置加载为什么失败，先跑一下测试。",
         [
@@ -160,6 +170,10 @@ def _script(rng: random.Random) -> Iterator[tuple[str, list[tuple[str, dict[str,
             ("read_file", {"file_path": "src/app/retry.py"}, _python_file(rng, "retry", 90)),
         ],
     )
+
+
+def _review_tasks(rng: random.Random) -> Iterator[Task]:
+    """Review each module's error handling."""
     for module in _MODULES[1:]:
         yield (
             f"Now review src/app/{module}.py for error handling problems.",
@@ -227,17 +241,13 @@ def _step(
     result = compactor(messages, force=force)
     if turns is not None:
         turns.append(
-            TurnRecord(
+            TurnRecord.of(
+                result,
                 turn=turn,
                 index=index,
                 tokens_in=tokens_in,
-                tokens_before=result.tokens_before,
-                tokens_after=result.tokens_after,
-                action=result.action,
-                truncated=result.truncated,
                 messages=len(messages),
                 summary_calls=_calls(compactor) - calls,
-                reason=result.reason,
             )
         )
     return tokens_in, result
@@ -260,6 +270,50 @@ def _turn(
     )
 
 
+def _tool_exchange(
+    call_id: int, name: str, tool_input: dict[str, Any], output: str
+) -> list[Message]:
+    """The assistant's call of tool ``name`` and the user message carrying its result."""
+    tool_id = f"toolu_{call_id:04d}"
+    return [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": f"Calling {name}."},
+                {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": output}],
+        },
+    ]
+
+
+def _write_header(out: TextIO, threshold: int) -> None:
+    out.write(
+        f"bareagent-compact demo: scripted session, threshold {threshold} estimated tokens, "
+        "keep_tool_pairs=True, offline summariser\n\n"
+    )
+    out.write(
+        "Each row is one agent turn: compactor(messages) runs before the model call.\n"
+        "tokens: estimate when the turn starts -> after compaction; action: none, micro\n"
+        "(old tool results truncated) or full (summarised); trunc: results truncated.\n\n"
+    )
+    out.write(f"turn  {_fit('event', 34)}  msgs  tokens           action  trunc\n")
+
+
+def _write_history(out: TextIO, messages: list[Message]) -> None:
+    out.write("\nRebuilt history:\n")
+    for index, message in enumerate(messages):
+        content = (
+            message["content"] if isinstance(message["content"], str) else str(message["content"])
+        )
+        body = textwrap.indent(content, "    ")
+        out.write(f"[{index}] {message['role']}:\n{body}\n")
+    out.write(f"\nFinal estimate: {estimate_tokens(messages)} tokens.\n")
+
+
 def run_demo(
     out: TextIO,
     threshold: int = DEMO_THRESHOLD,
@@ -279,16 +333,7 @@ def run_demo(
         keep_tool_pairs=True,
     )
     messages: list[Message] = [{"role": "system", "content": SYSTEM_PROMPT}]
-    out.write(
-        f"bareagent-compact demo: scripted session, threshold {threshold} estimated tokens, "
-        "keep_tool_pairs=True, offline summariser\n\n"
-    )
-    out.write(
-        "Each row is one agent turn: compactor(messages) runs before the model call.\n"
-        "tokens: estimate when the turn starts -> after compaction; action: none, micro\n"
-        "(old tool results truncated) or full (summarised); trunc: results truncated.\n\n"
-    )
-    out.write(f"turn  {_fit('event', 34)}  msgs  tokens           action  trunc\n")
+    _write_header(out, threshold)
     turn = 0
     call_id = 0
     for task, (request, calls) in enumerate(_script(rng)):
@@ -299,24 +344,7 @@ def run_demo(
             _turn(out, compactor, turn, event, messages, turns=turns)
             event = f"tool_result: {name}"
             call_id += 1
-            tool_id = f"toolu_{call_id:04d}"
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": [
-                        {"type": "text", "text": f"Calling {name}."},
-                        {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input},
-                    ],
-                }
-            )
-            messages.append(
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "tool_result", "tool_use_id": tool_id, "content": output},
-                    ],
-                }
-            )
+            messages += _tool_exchange(call_id, name, tool_input, output)
         turn += 1
         _turn(out, compactor, turn, f"tool_result: {calls[-1][0]}", messages, turns=turns)
         messages.append({"role": "assistant", "content": _reply(task, request)})
@@ -326,12 +354,5 @@ def run_demo(
         f"\n/compact (force=True): {result.action.value}, {result.tokens_before} -> "
         f"{result.tokens_after} estimated tokens, {len(messages)} messages\n"
     )
-    out.write("\nRebuilt history:\n")
-    for index, message in enumerate(messages):
-        content = (
-            message["content"] if isinstance(message["content"], str) else str(message["content"])
-        )
-        body = textwrap.indent(content, "    ")
-        out.write(f"[{index}] {message['role']}:\n{body}\n")
-    out.write(f"\nFinal estimate: {estimate_tokens(messages)} tokens.\n")
+    _write_history(out, messages)
     return messages

@@ -99,33 +99,43 @@ def read_history(path: str | os.PathLike[str], stdin: TextIO | None = None) -> H
         text = (stdin or sys.stdin).read()
         name = "<stdin>"
     else:
-        file = Path(name).expanduser()
-        try:
-            data = file.read_bytes()
-        except FileNotFoundError:
-            raise HistoryError(f"{name}: no such file") from None
-        except IsADirectoryError:
-            raise HistoryError(f"{name} is a directory, not a history file") from None
-        except OSError as exc:
-            raise HistoryError(f"{name}: cannot read ({exc.strerror})") from None
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise HistoryError(f"{name} is not UTF-8 text (byte {exc.start})") from None
+        text = _read_text(name)
     if not text.strip():
         raise HistoryError(f"{name} is empty")
     value, layout = _parse(name, text)
     if isinstance(value, dict) and layout == "json":
-        if isinstance(value.get("role"), str) or isinstance(value.get("type"), str):
-            return HistoryFile([value], "jsonl")  # JSONL of one message
-        for key in WRAPPER_KEYS:
-            if isinstance(value.get(key), list):
-                return HistoryFile(_check_messages(name, value[key]), "wrapped", value, key)
-        raise HistoryError(
-            f"{name} is not a message history: a JSON object without a "
-            f"{' or '.join(repr(k) for k in WRAPPER_KEYS)} list"
-        )
+        return _from_object(name, value)
     return HistoryFile(_check_messages(name, value), layout)
+
+
+def _read_text(name: str) -> str:
+    """The text of the file ``name`` (UTF-8, a byte-order mark skipped)."""
+    file = Path(name).expanduser()
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        raise HistoryError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise HistoryError(f"{name} is a directory, not a history file") from None
+    except OSError as exc:
+        raise HistoryError(f"{name}: cannot read ({exc.strerror})") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise HistoryError(f"{name} is not UTF-8 text (byte {exc.start})") from None
+
+
+def _from_object(name: str, value: dict[str, Any]) -> HistoryFile:
+    """A file holding one JSON object: a single message, or a request body."""
+    if isinstance(value.get("role"), str) or isinstance(value.get("type"), str):
+        return HistoryFile([value], "jsonl")  # JSONL of one message
+    for key in WRAPPER_KEYS:
+        if isinstance(value.get(key), list):
+            return HistoryFile(_check_messages(name, value[key]), "wrapped", value, key)
+    raise HistoryError(
+        f"{name} is not a message history: a JSON object without a "
+        f"{' or '.join(repr(k) for k in WRAPPER_KEYS)} list"
+    )
 
 
 def dump_history(history: HistoryFile, messages: list[Message]) -> str:
