@@ -347,11 +347,13 @@ def test_compaction_fires_on_the_anchored_count() -> None:
     assert result.tokens_after < result.tokens_before
 
 
-def test_an_explicit_token_counter_ignores_reported_usage() -> None:
+def test_an_explicit_token_counter_is_anchored_by_reported_usage() -> None:
     compactor = Compactor(RecordingProvider(), threshold=10**9, token_counter=len)
     messages = start()
     compactor.record_usage(messages, 50_000)
-    assert compactor(messages).tokens_before == len(messages)
+    assert compactor(messages).tokens_before == 50_000
+    messages.append({"role": "user", "content": "and one more"})
+    assert compactor(messages).tokens_before == 50_000 + 1
 
 
 def test_async_compactor_records_usage_too() -> None:

@@ -32,6 +32,7 @@ from bareagent_compact.protocols import (
 )
 from bareagent_compact.result import Action, CompactionEvent, CompactionResult, Reason
 from bareagent_compact.serialize import _serialize
+from bareagent_compact.stores.errors import CorruptTranscriptError, SnapshotNotFoundError
 from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.transcripts import JsonlTranscriptManager, Snapshot
 from bareagent_compact.usage import input_tokens_of
@@ -53,6 +54,7 @@ __all__ = [
     "CompactionEvent",
     "CompactionResult",
     "Compactor",
+    "CorruptTranscriptError",
     "DEFAULT_ACKNOWLEDGEMENT",
     "DEFAULT_KEEP_RECENT",
     "DEFAULT_SUMMARY_PROMPT",
@@ -65,6 +67,7 @@ __all__ = [
     "Reason",
     "SUMMARY_PREFIX",
     "Snapshot",
+    "SnapshotNotFoundError",
     "SqlTranscriptManager",
     "SummaryProvider",
     "TokenCounter",

@@ -12,7 +12,6 @@ import errno
 import logging
 import os
 import re
-import secrets
 import stat
 import threading
 import time
@@ -449,7 +448,7 @@ class JsonlTranscriptManager:
 
     def _write_temp_file(self, data: bytes) -> Path:
         """Write ``data`` to a new ``0o600`` temporary file and ``fsync`` it."""
-        temp = self.directory / f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+        temp = self.directory / f"{TEMP_PREFIX}{os.urandom(8).hex()}"
         fd = _open_regular(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             try:
