@@ -425,3 +425,83 @@ def test_pending_tool_pair_is_kept_after_the_round_trip(provider: RecordingProvi
     messages = [{"role": "user", "content": "task"}, *tool_round("t1", "bash", "out")]
     Compactor(provider, keep_tool_pairs=True)(messages, force=True)
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+
+
+# The size before micro-compaction.
+def test_result_carries_the_size_before_micro_compaction(
+    provider: RecordingProvider, make_history: History
+) -> None:
+    messages = make_history(rounds=6)
+    before = estimate_tokens(messages)
+    result = Compactor(provider)(messages)
+    assert result.action is Action.MICRO and result.truncated == 3
+    assert result.tokens_before_micro == before
+    assert result.tokens_before == estimate_tokens(messages) < before
+
+
+def test_size_before_micro_compaction_is_tokens_before_when_nothing_was_truncated(
+    provider: RecordingProvider, make_history: History
+) -> None:
+    messages = make_history(rounds=2)
+    result = Compactor(provider)(messages, force=True)
+    assert result.action is Action.FULL and result.truncated == 0
+    assert result.tokens_before_micro == result.tokens_before
+
+
+def test_size_before_micro_compaction_of_a_full_compaction_counts_the_truncated_results(
+    provider: RecordingProvider, make_history: History
+) -> None:
+    messages = make_history(rounds=6)
+    before = estimate_tokens(messages)
+    result = Compactor(provider)(messages, force=True)
+    assert result.action is Action.FULL and result.truncated == 3
+    assert result.tokens_before_micro == before > result.tokens_before
+
+
+def test_positional_construction_defaults_the_size_before_micro_compaction() -> None:
+    result = CompactionResult(Action.NONE, 120, 120, 0, False, None, 0, 0)
+    assert result.tokens_before_micro == 120
+    micro = CompactionResult(Action.MICRO, 90, 90, 1, tokens_before_micro=150)
+    assert micro.tokens_before_micro == 150
+    assert result == CompactionResult(Action.NONE, 120, 120, tokens_before_micro=200)
+
+
+# The log says what a failed compaction left.
+def _failure_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_a_failed_summary_after_micro_compaction_does_not_claim_history_unchanged(
+    make_history: History, caplog: pytest.LogCaptureFixture
+) -> None:
+    messages = make_history(rounds=6)
+    provider = RecordingProvider(RuntimeError("model down"))
+    with caplog.at_level(logging.WARNING, logger="bareagent_compact"):
+        result = Compactor(provider)(messages, force=True)
+    assert result.truncated == 3
+    warnings = _failure_warnings(caplog)
+    assert any(w.endswith("history left as micro-compaction left it") for w in warnings)
+    assert not any("left as it was" in w for w in warnings)
+
+
+def test_a_failed_summary_without_micro_compaction_says_history_left_as_it_was(
+    make_history: History, caplog: pytest.LogCaptureFixture
+) -> None:
+    messages = make_history(rounds=2)
+    provider = RecordingProvider(RuntimeError("model down"))
+    with caplog.at_level(logging.WARNING, logger="bareagent_compact"):
+        result = Compactor(provider)(messages, force=True)
+    assert result.truncated == 0
+    assert "summary provider failed; history left as it was" in _failure_warnings(caplog)
+
+
+@pytest.mark.parametrize(("rounds", "left"), [(6, "micro-compaction left it"), (2, "it was")])
+def test_a_refused_longer_summary_says_what_the_history_was_left_as(
+    make_history: History, caplog: pytest.LogCaptureFixture, rounds: int, left: str
+) -> None:
+    messages = make_history(rounds=rounds, size=10)
+    provider = RecordingProvider("a much longer summary " * 200)
+    with caplog.at_level(logging.WARNING, logger="bareagent_compact"):
+        result = Compactor(provider, threshold=0)(messages)
+    assert result.reason == "summary longer than its source"
+    assert any(w.endswith("history left as " + left) for w in _failure_warnings(caplog))

@@ -50,3 +50,20 @@ def test_cli_requires_a_command(capsys: object) -> None:
         assert exit_.code == 2
     else:  # pragma: no cover - argparse always exits here
         raise AssertionError("expected SystemExit")
+
+
+def test_demo_table_shows_what_micro_compaction_freed() -> None:
+    out = io.StringIO()
+    run_demo(out)
+    text = out.getvalue()
+    header = next(line for line in text.splitlines() if line.startswith("turn "))
+    assert header.split()[-3:] == ["freed", "action", "trunc"]
+    rows = [line.split() for line in out.getvalue().splitlines() if line[:4].strip().isdigit()]
+    micro = [row for row in rows if row[-2] == "micro"]
+    assert micro
+    for row in micro:
+        before, after, freed = int(row[-6]), int(row[-4]), int(row[-3])
+        assert before - after == freed  # a micro row: micro-compaction did all of it
+    # A result already as short as its marker frees nothing, and the row says so.
+    assert any(int(row[-3]) == 0 for row in micro)
+    assert all(row[-3] == "-" for row in rows if row[-1] == "0")

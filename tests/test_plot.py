@@ -67,7 +67,7 @@ def test_demo_records_the_turns_it_prints() -> None:
     rows = [line for line in out.getvalue().splitlines() if line[:4].strip().isdigit()]
     assert len(turns) == len(rows) + 1  # and the closing /compact
     assert [t.action.value for t in turns[:-1]] == [row.split()[-2] for row in rows]
-    assert [t.tokens_in for t in turns[:-1]] == [int(row.split()[-5]) for row in rows]
+    assert [t.tokens_in for t in turns[:-1]] == [int(row.split()[-6]) for row in rows]
     assert turns[-1].action is Action.FULL and turns[-1].summary_calls == 1
 
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 from collections.abc import Callable, Generator, Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Final, Generic, NamedTuple, TypeAlias, TypeVar, cast, overload
 
 from bareagent_compact import dialects
@@ -74,6 +76,7 @@ from bareagent_compact.validate import validate_messages
 __all__ = [
     "BACKOFF_CAP",
     "GROWTH_RETRY",
+    "STILL_OVER_GROWTH",
     "ArchiveRequest",
     "CompactorBase",
     "HookRequest",
@@ -181,24 +184,38 @@ def _session_id_checkers(options: Options) -> Iterator[SessionIdChecker]:
             yield cast(SessionIdChecker, owner)
 
 
-def _read_summary(answer: Outcome) -> tuple[str | None, Reason | None]:
-    """The summary text of a provider's answer, or ``None`` and why not (logged)."""
+_LEFT_AS_IT_WAS: Final = "history left as it was"
+_LEFT_AS_MICRO_LEFT_IT: Final = "history left as micro-compaction left it"
+
+
+def _left_as(truncated: int) -> str:
+    """How a failed full compaction leaves the history, for a log line: unchanged,
+    unless micro-compaction truncated results in the same call."""
+    return _LEFT_AS_MICRO_LEFT_IT if truncated else _LEFT_AS_IT_WAS
+
+
+def _read_summary(answer: Outcome, truncated: int = 0) -> tuple[str | None, Reason | None]:
+    """The summary text of a provider's answer, or ``None`` and why not (logged);
+    ``truncated``: results micro-compaction truncated in the same call."""
+    left = _left_as(truncated)
     if answer.failed:
         logger.warning(
-            "summary provider failed%s; history left as it was",
+            "summary provider failed%s; %s",
             answer.because(),
+            left,
             exc_info=answer.error,
         )
         return None, Reason.PROVIDER_RAISED if answer.reason is None else Reason.PROVIDER_AWAITABLE
     try:
         summary = summary_text(answer.value)
     except Exception:
-        logger.warning("reading the summary failed; history left as it was", exc_info=True)
+        logger.warning("reading the summary failed; %s", left, exc_info=True)
         return None, Reason.PROVIDER_RAISED
     if summary is None:
         logger.warning(
-            "summary provider returned an unusable summary (%s); history left as it was",
+            "summary provider returned an unusable summary (%s); %s",
             type(answer.value).__name__,
+            left,
         )
         return None, Reason.UNUSABLE_SUMMARY
     return summary, None
@@ -221,6 +238,55 @@ BACKOFF_CAP: Final = 32
 
 GROWTH_RETRY: Final = 2
 """A history this many times larger than at the last failure is tried again at once."""
+
+STILL_OVER_GROWTH: Final = 0.1
+"""After a full compaction that left the history over the threshold, the next
+automatic one waits until this share of the threshold is new history to summarise."""
+
+
+@dataclass(slots=True)
+class _Trigger:
+    """The state that decides whether an automatic full compaction fires, besides
+    the threshold: the back-off after failures, and the wait after a compaction
+    that left the history over the threshold."""
+
+    calls: int = 0
+    """Calls of the compactor."""
+    failures: int = 0
+    """Full compactions failed in a row."""
+    failed_tokens: int = 0
+    retry_at: int = 0
+    still_over: bool = False
+    """The last full compaction left the history over the threshold."""
+    told: bool = False
+    """The wait (or "nothing new") was logged since the last full compaction."""
+
+    def backing_off(self, tokens: int) -> bool:
+        """True while a recent failure asks to leave the provider alone: the
+        ``k``-th failure in a row skips ``min(2 ** (k - 1), BACKOFF_CAP)`` calls,
+        unless the history has since grown ``GROWTH_RETRY`` times larger."""
+        if not self.failures or self.calls >= self.retry_at:
+            return False
+        return tokens < GROWTH_RETRY * self.failed_tokens
+
+    def failed(self, tokens: int) -> None:
+        """A full compaction failed: start (or extend) the back-off."""
+        self.failures += 1
+        self.failed_tokens = tokens
+        self.retry_at = self.calls + min(2 ** (self.failures - 1), BACKOFF_CAP) + 1
+
+    def succeeded(self, still_over: bool) -> None:
+        """A full compaction was made; ``still_over`` if it left the history over
+        the threshold."""
+        self.failures = 0
+        self.still_over = still_over
+        self.told = False
+
+    def tell(self, level: int, message: str, *args: object) -> None:
+        """Log why nothing fires: once at ``level``, then at ``DEBUG`` until the
+        next full compaction."""
+        logger.log(logging.DEBUG if self.told else level, message, *args)
+        self.told = True
 
 
 @dataclass(slots=True)
@@ -350,10 +416,7 @@ class CompactorBase(Generic[ProviderT]):
         self._ledger: UsageLedger | None = None
         self._anchor = ReportedCount()
         self._reset_counting()
-        self._calls = 0  # calls of the compactor, for the failure back-off
-        self._failures = 0  # full compactions failed in a row
-        self._failed_tokens = 0
-        self._retry_at = 0
+        self._trigger = _Trigger()  # the failure back-off and the wait when still over
         self._session_id = self._checked_session_id(session_id)
         self._check_plugins(self._options)
         self._setup()
@@ -480,7 +543,7 @@ class CompactorBase(Generic[ProviderT]):
     ) -> Steps:
         """One compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
         validate_messages(messages, objects=True)
-        undo = yield from self._micro(messages, force)
+        undo, before_micro = yield from self._micro(messages, force)
         truncated = len(undo)
         prefix_changed = changes_prefix(messages, undo)
         try:
@@ -490,15 +553,20 @@ class CompactorBase(Generic[ProviderT]):
             # history goes back exactly as it was.
             undo_micro(undo)
             raise
+        if undo:
+            result = replace(result, tokens_before_micro=before_micro)
         if result.action is Action.FULL:
             result = replace(result, prefix_changed=True, truncations=tuple(undo))
         elif prefix_changed:
             result = replace(result, prefix_changed=True)
         return result
 
-    def _micro(self, messages: MutableSequence[Any], force: bool) -> Generator[Request, Any, Undo]:
-        """Step 1: micro-compaction, always. Its scan also notices SDK objects,
-        which are converted once, in place, before anything else reads them."""
+    def _micro(
+        self, messages: MutableSequence[Any], force: bool
+    ) -> Generator[Request, Any, tuple[Undo, int]]:
+        """Step 1: micro-compaction, always, and the history's count before it
+        (counted only when something is truncated). Its scan also notices SDK
+        objects, which are converted once, in place, before anything else reads them."""
         options = self._options
         keep_recent = options.derived.keep_recent
         planned = plan_micro(messages, keep_recent)
@@ -514,15 +582,16 @@ class CompactorBase(Generic[ProviderT]):
                 planned, policy, lambda: force or self._count(messages) > self.threshold
             )
         if not planned:
-            return []
+            return [], 0
         keep = None
         if options.archive is not None:
             outcomes = yield ArchiveRequest(self._archive_records(planned))
             keep = [_archived(outcome) for outcome in outcomes]
+        before = self._count_history(messages)  # the count before micro-compaction
         undo = apply_micro(planned, keep)
         if undo:
             self._anchor.forget()  # the reported size no longer fits the edited messages
-        return undo
+        return undo, before
 
     def _archive_records(self, planned: Sequence[Due]) -> list[ArchiveRecord]:
         session_id = self._session_id
@@ -537,18 +606,19 @@ class CompactorBase(Generic[ProviderT]):
     ) -> Steps:
         """Steps 2-8: plan, consult the hook, snapshot, summarize, check, rebuild, commit."""
         attempt = _Attempt(force, self._count_history(messages), truncated)
-        self._calls += 1
+        self._trigger.calls += 1
         plan = self._plan(messages, attempt)
         if isinstance(plan, CompactionResult):
             return plan
-        if not force and self._backing_off(attempt.tokens):
-            return attempt.quiet(Reason.BACKING_OFF)
+        held = None if force else self._held(plan, attempt.tokens)
+        if held is not None:
+            return attempt.quiet(held)
         plan = yield from self._consult(plan, attempt, instructions)
         if isinstance(plan, CompactionResult):
             return plan
         if not (yield from self._snapshot(plan, attempt)):
             return self._failure(attempt, Reason.SNAPSHOT_FAILED)
-        done = yield from self._summarize(plan)
+        done = yield from self._summarize(plan, truncated)
         attempt.calls, attempt.parts = done.calls, done.parts
         result = self._conclude(messages, plan, attempt, done)
         yield from self._after(result, attempt.summary if result.action is Action.FULL else None)
@@ -573,7 +643,8 @@ class CompactorBase(Generic[ProviderT]):
         if not attempt.force and all(is_own_output(m, acknowledgement) for m in source):
             # Only the previous summary is left: summarising it again every turn
             # would cost a model call and shrink nothing that matters.
-            logger.warning(
+            self._trigger.tell(
+                logging.WARNING,
                 "history is over the threshold but holds nothing new to summarise "
                 "(the pending message itself is large)"
             )
@@ -646,7 +717,7 @@ class CompactorBase(Generic[ProviderT]):
         )
         return not options.require_snapshot
 
-    def _summarize(self, plan: Plan) -> Generator[Request, Any, Summarized]:
+    def _summarize(self, plan: Plan, truncated: int = 0) -> Generator[Request, Any, Summarized]:
         """Steps 6 and 7: ask for the summary, in parts if the source is over the
         summariser's input budget; any failure leaves history intact."""
         options = self._options
@@ -661,7 +732,7 @@ class CompactorBase(Generic[ProviderT]):
                 and is_own_output(plan.source[0], derived.acknowledgement),
                 budget=options.summary_input_tokens,
                 count=self._count_list,
-                read=_read_summary,
+                read=partial(_read_summary, truncated=truncated),
             )
         )
 
@@ -671,7 +742,7 @@ class CompactorBase(Generic[ProviderT]):
         """Check the summary (pinned facts, never a bigger history), rebuild, commit."""
         if done.text is None:
             return self._failure(attempt, done.reason or Reason.UNUSABLE_SUMMARY)
-        summary = self._with_pins(plan, done.text, attempt.force)
+        summary = self._with_pins(plan, done.text, attempt)
         if summary is None:
             return self._failure(attempt, Reason.INFLATED_SUMMARY)
         attempt.summary = summary
@@ -690,9 +761,9 @@ class CompactorBase(Generic[ProviderT]):
     ) -> CompactionResult:
         """The rebuilt history's result; nothing here may raise, the summary is in
         hand and the history rebuilt."""
-        self._failures = 0
         self._anchor.forget()
         after = self._count_history(messages)
+        self._trigger.succeeded(after > self._options.threshold)
         try:
             warn_about(messages, plan, attempt.tokens, after, self._options.threshold)
         except Exception:  # a malformed block must not turn success into an exception
@@ -740,21 +811,24 @@ class CompactorBase(Generic[ProviderT]):
             logger.warning("pinning facts failed; the summary is kept without them", exc_info=True)
             return ""
 
-    def _with_pins(self, plan: Plan, summary: str, force: bool) -> str | None:
+    def _with_pins(self, plan: Plan, summary: str, attempt: _Attempt) -> str | None:
         """The summary with its pinned facts, or ``None`` when even without them it
         would make the history bigger (not forced). Pinned facts that alone would
         make it bigger are left out."""
         pinned = summary + self._pinned(plan, summary)
-        if pinned is not summary and not self._inflated(plan, pinned, force, quiet=True):
+        if pinned is not summary and not self._inflated(plan, pinned, attempt, quiet=True):
             return pinned
         if pinned is not summary:
             logger.info("pinned facts left out: they would make the history bigger")
-        return None if self._inflated(plan, summary, force) else summary
+        return None if self._inflated(plan, summary, attempt) else summary
 
-    def _inflated(self, plan: Plan, summary: str, force: bool, quiet: bool = False) -> bool:
+    def _inflated(
+        self, plan: Plan, summary: str, attempt: _Attempt, quiet: bool = False
+    ) -> bool:
         """What replaces the source (the summary, and the acknowledgement) being
         longer than the source makes the history bigger: refused, unless the call
         was forced (then kept, with a warning)."""
+        force = attempt.force
         block = summary_block(summary, plan.kept, self._options.derived.acknowledgement)
         summary_size = self._count(block)
         source_size = plan.source_tokens
@@ -769,28 +843,46 @@ class CompactorBase(Generic[ProviderT]):
             )
         elif not quiet:
             logger.warning(
-                "the summary (%d tokens) is longer than what it would replace (%d tokens); "
-                "history left as it was",
+                "the summary (%d tokens) is longer than what it would replace (%d tokens); %s",
                 summary_size,
                 source_size,
+                _left_as(attempt.truncated),
             )
         return not force
 
     # ----------------------------------------------------------------- back-off
 
-    def _backing_off(self, tokens: int) -> bool:
-        """True while a recent failure asks to leave the provider alone: the
-        ``k``-th failure in a row skips ``min(2 ** (k - 1), BACKOFF_CAP)`` calls,
-        unless the history has since grown ``GROWTH_RETRY`` times larger."""
-        if not self._failures or self._calls >= self._retry_at:
-            return False
-        return tokens < GROWTH_RETRY * self._failed_tokens
+    def _held(self, plan: Plan, tokens: int) -> Reason | None:
+        """Why an automatic full compaction, due by the threshold, waits: a recent
+        failure (the back-off), or a last compaction that left the history over
+        the threshold with less than ``STILL_OVER_GROWTH`` of the threshold of new
+        history to summarise since; ``None`` to fire."""
+        trigger = self._trigger
+        if trigger.backing_off(tokens):
+            return Reason.BACKING_OFF
+        if not trigger.still_over:
+            return None
+        acknowledgement = self._options.derived.acknowledgement
+        own = [m for m in plan.source if is_own_output(m, acknowledgement)]
+        new = plan.source_tokens - (self._count(own) if own else 0)
+        step = math.ceil(STILL_OVER_GROWTH * self._options.threshold)
+        if new >= step:
+            return None
+        trigger.tell(
+            logging.INFO,
+            "history is still over the threshold (%d > %d estimated tokens) after the "
+            "last compaction: what it must keep is that large; the next automatic "
+            "compaction waits until %d tokens of new history can be summarised (%d now)",
+            tokens,
+            self._options.threshold,
+            step,
+            new,
+        )
+        return Reason.STILL_OVER_THRESHOLD
 
     def _failure(self, attempt: _Attempt, reason: Reason) -> CompactionResult:
         """A failed full compaction, which also starts (or extends) the back-off."""
-        self._failures += 1
-        self._failed_tokens = attempt.tokens
-        self._retry_at = self._calls + min(2 ** (self._failures - 1), BACKOFF_CAP) + 1
+        self._trigger.failed(attempt.tokens)
         return CompactionResult(
             Action.FAILED,
             attempt.tokens,

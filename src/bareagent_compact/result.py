@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
+
+_UNSET: Final = -1
 
 
 class Action(str, enum.Enum):
@@ -50,6 +52,10 @@ class Reason(str, enum.Enum):
     """Only the previous summary is left to summarise (not forced)."""
     SKIPPED_BY_HOOK = "skipped by before_compact"
     """The ``before_compact`` hook returned ``False``."""
+    STILL_OVER_THRESHOLD = "still over the threshold"
+    """The last full compaction left the history over the threshold (what it must
+    keep is that large), and too little new history has come since to be worth
+    another summary (not forced)."""
 
     def __str__(self) -> str:
         return self.value
@@ -77,6 +83,9 @@ class CompactionResult:
 
     ``tokens_before`` is the estimate after micro-compaction (the number compared
     with the threshold); ``tokens_after`` is the estimate when the call returned.
+    ``tokens_before_micro`` is the estimate when the call began, before
+    micro-compaction (equal to ``tokens_before`` when it truncated nothing), so
+    ``tokens_before_micro - tokens_before`` is what micro-compaction saved.
     ``reason`` says why a full compaction failed or was skipped, else ``None``.
     ``summary_calls`` is how many times the provider was called, and ``parts``
     how many parts the summary source was summarised in (1 when it fit the
@@ -105,6 +114,13 @@ class CompactionResult:
     """What micro-compaction replaced in this same call, ``(holder, key, original)``,
     so that ``undo`` also puts back the results truncated just before the summary."""
     prefix_changed: bool = field(default=False, compare=False)
+    tokens_before_micro: int = field(default=_UNSET, compare=False)
+    """The estimate before micro-compaction; ``tokens_before`` when not given. It
+    takes no part in ``==``, like ``prefix_changed``."""
+
+    def __post_init__(self) -> None:
+        if self.tokens_before_micro == _UNSET:
+            object.__setattr__(self, "tokens_before_micro", self.tokens_before)
 
     @property
     def compacted(self) -> bool:

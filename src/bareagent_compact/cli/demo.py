@@ -263,9 +263,11 @@ def _turn(
     turns: list[TurnRecord] | None = None,
 ) -> None:
     """Run the compactor as an agent loop does at the start of a turn, and print a row."""
-    tokens_in, result = _step(compactor, turn, messages, turns)
+    _, result = _step(compactor, turn, messages, turns)
+    freed = result.tokens_before_micro - result.tokens_before if result.truncated else "-"
     out.write(
-        f"{turn:>4}  {_fit(event, 34)}  {len(messages):>4}  {tokens_in:>6} -> {result.tokens_after:<6}  "
+        f"{turn:>4}  {_fit(event, 34)}  {len(messages):>4}  "
+        f"{result.tokens_before_micro:>6} -> {result.tokens_after:<6}  {freed:>5}  "
         f"{result.action.value:<6}  {result.truncated:>5}\n"
     )
 
@@ -297,10 +299,12 @@ def _write_header(out: TextIO, threshold: int) -> None:
     )
     out.write(
         "Each row is one agent turn: compactor(messages) runs before the model call.\n"
-        "tokens: estimate when the turn starts -> after compaction; action: none, micro\n"
-        "(old tool results truncated) or full (summarised); trunc: results truncated.\n\n"
+        "tokens: estimate when the turn starts -> after compaction; freed: what\n"
+        "micro-compaction freed of it (0 when the results it truncated were already as\n"
+        "short as their marker); action: none, micro (old tool results truncated) or\n"
+        "full (summarised); trunc: results truncated.\n\n"
     )
-    out.write(f"turn  {_fit('event', 34)}  msgs  tokens           action  trunc\n")
+    out.write(f"turn  {_fit('event', 34)}  msgs  tokens            freed  action  trunc\n")
 
 
 def _write_history(out: TextIO, messages: list[Message]) -> None:
