@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import re
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from bareagent_compact.prompts import (
     ENGLISH_ACKNOWLEDGEMENT,
     ENGLISH_ROLLING_LEAD_IN,
     ENGLISH_SUMMARY_PROMPT,
+    SUMMARY_PREFIX,
 )
 from conftest import RecordingProvider, tool_round
 from converters import to_chat, to_responses
@@ -337,3 +339,68 @@ def test_a_rebuild_that_would_grow_the_history_is_refused() -> None:
     result = compactor(messages)
     assert result.action is Action.FAILED and result.reason == Reason.INFLATED_SUMMARY
     assert messages == before
+
+
+_LABELS = r"(?:Error|File|URL|Last user request)"
+_DOUBLED_LABEL = re.compile(rf"^{_LABELS}: {_LABELS}:", re.IGNORECASE)
+
+
+def pinned_lines(messages: list[dict[str, Any]]) -> list[str]:
+    summary = next(
+        m["content"] for m in messages
+        if isinstance(m.get("content"), str) and m["content"].startswith(SUMMARY_PREFIX)
+    )
+    return summary[summary.index(PINNED_HEADING):].splitlines()[1:]
+
+
+def test_five_rolling_compactions_pin_each_fact_once_without_growing_prefixes() -> None:
+    compactor = Compactor(RecordingProvider("A vague summary."), pin_facts=True)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+    sizes = []
+    for turn in range(5):
+        messages.append({"role": "user", "content": f"Please fix the TypeError in src/m{turn}.py"})
+        messages += tool_round(
+            f"t{turn}", "bash", f"Error: disk full on /var/d{turn}\nValueError: bad port {turn}"
+        )
+        messages.append({"role": "assistant", "content": f"See https://example.com/{turn}"})
+        messages.append({"role": "user", "content": "go on"})
+        compactor(messages, force=True)
+        lines = pinned_lines(messages)
+        sizes.append(estimate_tokens([{"role": "user", "content": "\n".join(lines)}]))
+        assert [line for line in lines if _DOUBLED_LABEL.match(line)] == []
+        normalised = [" ".join(line.split()).casefold() for line in lines]
+        assert len(normalised) == len(set(normalised)), lines
+        assert not any(line.startswith("Error:") and "Please fix" in line for line in lines)
+    for turn in (0, 4):  # the oldest still pinned, as it was first written
+        assert sum(f"Error: disk full on /var/d{turn}" in line for line in lines) == 1
+    assert max(sizes) <= 2000
+
+
+def test_the_last_user_request_is_pinned_as_the_request_not_as_an_error() -> None:
+    facts = extract([
+        {"role": "user", "content": "Please fix the TypeError in app.py"},
+        {"role": "assistant", "content": "On it."},
+    ])
+    assert facts.request == "Please fix the TypeError in app.py"
+    assert facts.errors == []
+
+
+@pytest.mark.parametrize(("threshold", "budget"), [(50_000, 2000), (8_000, 800), (0, 0)])
+def test_the_default_pinned_budget_is_a_tenth_of_the_threshold_at_most_2000(
+    threshold: int, budget: int
+) -> None:
+    compactor = Compactor(RecordingProvider(), pin_facts=True, threshold=threshold)
+    assert compactor.options.derived.pin_facts_tokens == budget
+    chosen = Compactor(RecordingProvider(), pin_facts=True, threshold=threshold,
+                       pin_facts_tokens=2000)
+    assert chosen.options.derived.pin_facts_tokens == 2000
+
+
+def test_with_a_small_threshold_the_pinned_block_stays_within_a_tenth_of_it() -> None:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "start"}]
+    for n in range(300):
+        messages.append({"role": "assistant", "content": f"see pkg/module_{n}/file_{n}.py"})
+        messages.append({"role": "user", "content": "ok"})
+    compactor = Compactor(RecordingProvider("Vague."), pin_facts=True, threshold=3000)
+    compactor(messages, force=True)
+    assert estimate_tokens([{"role": "user", "content": "\n".join(pinned_lines(messages))}]) <= 300

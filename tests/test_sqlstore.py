@@ -630,3 +630,61 @@ def test_the_command_line_reads_a_postgresql_store_by_url(
     assert [len(s["snapshots"]) for s in report["sessions"]] == [2]
     assert main(["show", "fleet", "--store", url, "--at", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["transcript"] == history(2)
+
+
+def _fork_and_run(work: Callable[[], None]) -> int:
+    """Run ``work`` in a forked child; its exit code (0 when it returned)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 0
+        try:
+            work()
+        except BaseException:
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def test_a_forked_child_closing_the_store_leaves_the_parents_connection_working(
+    target: str,
+) -> None:
+    with open_store(target) as mgr:
+        mgr.save(history(1), "parent")
+
+        def child_work() -> None:
+            mgr.close()  # before the child used the store: the inherited connection only
+            mgr.save(history(2), "child")
+            mgr.close()
+
+        assert _fork_and_run(child_work) == 0
+        assert _fork_and_run(mgr.close) == 0
+        mgr.save(history(3), "parent")
+        assert mgr.load("parent") == history(3)
+        assert mgr.load("child") == history(2)
+
+
+def test_a_sqlite_connection_closed_by_other_code_is_reopened(tmp_path: Path) -> None:
+    made: list[sqlite3.Connection] = []
+    path = tmp_path / "t.db"
+
+    def connect() -> sqlite3.Connection:
+        made.append(sqlite3.connect(path, isolation_level=None, check_same_thread=False))
+        return made[-1]
+
+    with SqlTranscriptManager(connect) as mgr:
+        mgr.save(history(1), "s")
+        made[0].close()
+        assert mgr.load("s") == history(1)
+        mgr.save(history(2), "s")
+        assert mgr.load("s") == history(2)
+        assert len(made) == 2
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), float("nan"), -1.0])
+def test_a_timeout_that_is_not_a_finite_number_of_seconds_is_refused(
+    tmp_path: Path, timeout: float
+) -> None:
+    with pytest.raises(ValueError, match="timeout"):
+        SqlTranscriptManager(tmp_path / "t.db", timeout=timeout)
+    assert not (tmp_path / "t.db").exists()

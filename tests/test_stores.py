@@ -17,6 +17,7 @@ import pytest
 
 import bareagent_compact
 from bareagent_compact import _stores, sqlstore, stores, transcripts
+from bareagent_compact.cli import main
 from bareagent_compact.stores import codec
 from bareagent_compact.stores.errors import CorruptTranscriptError, SnapshotNotFoundError
 from bareagent_compact.stores.jsonl import JsonlTranscriptManager
@@ -394,3 +395,46 @@ def test_the_stores_package_names_resolve_lazily() -> None:
     assert "TranscriptReader" in dir(stores)
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         stores.nothing  # noqa: B018
+
+
+# -- ids real agents use, in both stores and on the command line ----------------------------
+
+AGENT_IDS = ["team:alice", "team:Alice", "CON", "nul.txt", 'a?b*"c"<d>|e', "会话 1", "100%"]
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_agent_ids_round_trip_in_both_stores(tmp_path: Path, kind: str) -> None:
+    store: Any = (
+        JsonlTranscriptManager(tmp_path / "j") if kind == "jsonl"
+        else SqlTranscriptManager(tmp_path / "s.db")
+    )  # fmt: skip
+    try:
+        for number, session_id in enumerate(AGENT_IDS):
+            store.save([{"role": "user", "content": str(number)}], session_id)
+            store.archive({"session_id": session_id, "tool_name": "x", "content": str(number)})
+        assert sorted(store.list_sessions()) == sorted(AGENT_IDS)
+        for number, session_id in enumerate(AGENT_IDS):
+            assert store.load(session_id) == [{"role": "user", "content": str(number)}]
+            assert [r["content"] for r in store.load_archive(session_id)] == [str(number)]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_inspect_and_show_name_a_session_by_its_id_as_given(
+    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = tmp_path / ("j" if kind == "jsonl" else "s.db")
+    store: Any = JsonlTranscriptManager(where) if kind == "jsonl" else SqlTranscriptManager(where)
+    store.save([{"role": "user", "content": "hi"}], "team:Alice")
+    store.close()
+    assert main(["inspect", str(where), "--json"]) == 0
+    assert [s["session_id"] for s in json.loads(capsys.readouterr().out)["sessions"]] == [
+        "team:Alice"
+    ]
+    assert main(["inspect", str(where)]) == 0
+    assert "session team:Alice:" in capsys.readouterr().out
+    assert main(["show", "team:Alice", "--store", str(where), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["session_id"] == "team:Alice"
+    assert shown["transcript"] == [{"role": "user", "content": "hi"}]

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from bareagent_compact import Compactor, TranscriptManager
+from bareagent_compact import Compactor, SqlTranscriptManager, TranscriptManager
 from bareagent_compact.stores import jsonl as jsonl_store
+from bareagent_compact.stores.codec import MAX_STEM_BYTES, file_stem, session_id_of_stem
 from bareagent_compact.transcripts import (
     ARCHIVE_SUFFIX,
     TEMP_MAX_AGE,
@@ -453,13 +454,6 @@ BAD_IDS = [
     "x\x00",
     "a\\b",
     "..\\x",
-    "C:x",
-    "a<b",
-    "a>b",
-    'a"b',
-    "a|b",
-    "a?b",
-    "a*b",
     "",
     "x" * 129,
     "é" * 101,  # 101 characters but 202 bytes
@@ -470,10 +464,8 @@ BAD_IDS = [
     "rtl\u202eoverride",
     "zero\u200bwidth",
     "surrogate\udc80",
-    "CON",
-    "nul.txt",
-    "com1",
-    "LPT9 .x",
+    ".hidden",
+    "..",
 ]
 
 
@@ -516,6 +508,89 @@ def test_traversal_ids_write_nothing_outside_an_existing_directory(
     assert after == before
 
 
+# Ids real agents use that a file name cannot hold as they are.
+ODD_IDS = [
+    "team:alice", "team:Alice", "Alice", "alice", "with space", "a?b", "a*b", 'a"b', "a<b>",
+    "a|b", "C:x", "100%", "%41lice", "%2", "CON", "con", "nul.txt", "com1", "LPT9 .x",
+    "trailing. ", "trailing.", "café", "CAFÉ", "会话:1", "🚀 launch", "ſ", "K", "\u0130", "ǅ",
+    "x" * 128, "é" * 100, "É" * 100, "a:" * 40, "team_lead_2025-01-02T03-04-05",
+]  # fmt: skip
+
+
+def test_odd_ids_round_trip_through_save_list_load_and_the_archive(
+    mgr: JsonlTranscriptManager,
+) -> None:
+    for number, session_id in enumerate(ODD_IDS):
+        mgr.save([{"role": "user", "content": f"m{number}"}], session_id)
+        mgr.archive({"session_id": session_id, "tool_name": "x", "content": f"a{number}"})
+    assert sorted(mgr.list_sessions()) == sorted(ODD_IDS)
+    for number, session_id in enumerate(ODD_IDS):
+        assert mgr.load(session_id) == [{"role": "user", "content": f"m{number}"}]
+        assert [r["content"] for r in mgr.load_archive(session_id)] == [f"a{number}"]
+        assert [s.session_id for s in mgr.snapshots(session_id)] == [session_id]
+
+
+def test_odd_ids_have_distinct_reversible_file_names_even_ignoring_case() -> None:
+    stems = [file_stem(check_session_id(session_id)) for session_id in ODD_IDS]
+    plain = [s for s, i in zip(stems, ODD_IDS, strict=True) if len(i) < 100]
+    assert len({stem.casefold() for stem in plain}) == len(plain)
+    assert len(set(stems)) == len(stems)
+    for session_id, stem in zip(ODD_IDS, stems, strict=True):
+        assert session_id_of_stem(stem) == session_id
+        assert len(stem.encode("utf-8")) <= MAX_STEM_BYTES
+        assert not set(stem) & set('/\\<>:"|?*')
+    assert file_stem("team:alice") == "team%3Aalice"
+    assert file_stem("Alice") == "%41lice"
+    assert file_stem("con") == "%63on"
+
+
+def test_an_id_too_long_once_escaped_is_refused_by_both_stores(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="too long for a file name once escaped"):
+        check_session_id("a:" * 64)
+    with SqlTranscriptManager(tmp_path / "t.db") as sql, pytest.raises(ValueError):
+        sql.save([], "a:" * 64)
+    assert check_session_id("A" * 128) == "A" * 128  # a plain name, named by itself as before
+    assert file_stem("A" * 128) == "A" * 128
+
+
+@pytest.mark.parametrize("plain", ["demo", "agent-1", "a.b", "with space", "会话", "other_session"])
+def test_ids_that_are_plain_lower_case_names_keep_their_file_names(plain: str) -> None:
+    assert file_stem(plain) == plain
+
+
+def test_files_named_by_the_id_itself_still_load_and_newer_ones_are_escaped(
+    mgr: JsonlTranscriptManager,
+) -> None:
+    mgr.directory.mkdir()
+    old = [{"role": "user", "content": "old"}]
+    (mgr.directory / "Alice_2024-01-02T03-04-05-000000.jsonl").write_text(json.dumps(old[0]) + "\n")
+    (mgr.directory / "café_2024-01-02T03-04-05-000000.jsonl").write_text(json.dumps(old[0]) + "\n")
+    (mgr.directory / f"Alice{ARCHIVE_SUFFIX}").write_text(
+        json.dumps({"session_id": "Alice", "content": "old"}) + "\n"
+        + json.dumps({"session_id": "alice", "content": "other"}) + "\n"
+    )
+    assert sorted(mgr.list_sessions()) == ["Alice", "café"]
+    assert mgr.load("Alice") == old
+    mgr.save([{"role": "user", "content": "new"}], "Alice")
+    mgr.archive({"session_id": "Alice", "tool_name": "x", "content": "new"})
+    assert mgr.load("Alice") == [{"role": "user", "content": "new"}]
+    assert [r["content"] for r in mgr.load_archive("Alice")] == ["old", "new"]
+    assert mgr.list_sessions() == ["Alice", "café"]
+    assert len(mgr.snapshots("Alice")) == 2
+
+
+def test_a_file_another_program_named_by_a_raw_id_is_read_as_that_id(
+    mgr: JsonlTranscriptManager,
+) -> None:
+    mgr.directory.mkdir()
+    if os.name == "nt":
+        pytest.skip("':' cannot be in a Windows file name")
+    (mgr.directory / "team:alice_2024-01-02T03-04-05-000000.jsonl").write_text("{}\n")
+    mgr.save([{"role": "user", "content": "new"}], "team:alice")
+    assert mgr.list_sessions() == ["team:alice"]
+    assert len(mgr.snapshots("team:alice")) == 2
+
+
 def test_non_string_session_ids_are_a_type_error(mgr: JsonlTranscriptManager) -> None:
     for bad in [None, 3, b"bytes", Path("x")]:
         with pytest.raises(TypeError, match="session_id must be a str"):
@@ -536,7 +611,7 @@ def test_session_ids_are_nfc_normalised(mgr: JsonlTranscriptManager) -> None:
     decomposed = "cafe\u0301"
     composed = "caf\u00e9"
     path = mgr.save([], decomposed)
-    assert path.name.startswith(composed + "_")
+    assert path.name.startswith(file_stem(composed) + "_")
     assert mgr.list_sessions() == [composed]
     assert mgr.load(decomposed) == []
     assert mgr.load(composed) == []
@@ -722,7 +797,7 @@ def test_compactor_archives_what_it_truncates_and_snapshots_before_summarising(
 
 def test_compactor_refuses_a_session_id_the_manager_refuses(tmp_path: Path) -> None:
     mgr = JsonlTranscriptManager(tmp_path / "store")
-    for bad in ("../escape", "2025-01-02T03:04:05", "a/b"):
+    for bad in ("../escape", "2025-01-02\x00T03", "a/b"):
         with pytest.raises(ValueError):
             Compactor(lambda prompt: "s", mgr, session_id=bad, archive=mgr.archive)
     compactor = Compactor(lambda prompt: "s", mgr, session_id="good", archive=mgr.archive)
@@ -902,9 +977,20 @@ def test_an_integer_too_long_to_convert_names_the_file_and_line(store: Path) -> 
         "LPT0",
     ],
 )
-def test_every_windows_device_name_is_refused(device: str) -> None:
-    with pytest.raises(ValueError, match="device name"):
-        check_session_id(device)
+def test_every_windows_device_name_is_accepted_and_its_files_are_no_device(
+    mgr: JsonlTranscriptManager, device: str
+) -> None:
+    assert check_session_id(device) == device
+    stem = file_stem(device)
+    assert stem.split(".", 1)[0].rstrip(" ").upper() not in {
+        "CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$", "COM\u00b9", "COM\u00b2", "COM\u00b3",
+        "LPT\u00b9", "LPT\u00b2", "LPT\u00b3", "COM0", "LPT0",
+    }  # fmt: skip
+    mgr.save([{"role": "user", "content": device}], device)
+    mgr.archive({"session_id": device, "tool_name": "x", "content": "kept"})
+    assert mgr.list_sessions() == [device]
+    assert mgr.load(device) == [{"role": "user", "content": device}]
+    assert [r["content"] for r in mgr.load_archive(device)] == ["kept"]
 
 
 @pytest.mark.parametrize("good", ["COM\u00b9x", "CONIN", "COM10", "x\u00b9"])

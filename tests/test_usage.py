@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import pytest
 
-from bareagent_compact import input_tokens_of
+from bareagent_compact import Compactor, input_tokens_of
 
 
 def test_an_int_is_the_size_itself() -> None:
@@ -88,4 +89,33 @@ def test_a_field_that_is_not_an_int_is_a_type_error(usage: object) -> None:
 )
 def test_a_negative_or_absent_size_is_a_value_error(usage: object) -> None:
     with pytest.raises(ValueError):
+        input_tokens_of(usage)
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        10**400,
+        {"input_tokens": 10**400},
+        {"prompt_tokens": 10**400},
+        {"input_tokens": 1, "cache_read_input_tokens": 10**400},
+        2**53,
+    ],
+    ids=["int", "input_tokens", "prompt_tokens", "cache_read_input_tokens", "2**53"],
+)
+def test_a_size_too_large_for_any_request_is_a_value_error(usage: object) -> None:
+    with pytest.raises(ValueError, match="at most"):
+        input_tokens_of(usage)
+
+
+@pytest.mark.parametrize("usage", [10**400, {"input_tokens": 10**400}], ids=["int", "field"])
+def test_record_usage_with_an_absurd_size_is_a_value_error_not_an_overflow(usage: object) -> None:
+    compactor = Compactor(provider=lambda messages: "summary", threshold=1000)
+    with pytest.raises(ValueError, match="at most"):
+        compactor.record_usage([{"role": "user", "content": "hi"}], usage)
+
+
+@pytest.mark.parametrize("usage", [math.inf, math.nan, {"input_tokens": math.inf}])
+def test_a_float_size_even_infinite_is_refused_without_an_overflow(usage: object) -> None:
+    with pytest.raises(TypeError, match="must be an int"):
         input_tokens_of(usage)

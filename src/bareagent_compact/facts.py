@@ -5,6 +5,10 @@ paths, URLs and error lines. Whatever of these the summary does not already
 contain is appended to the summary message under a short heading, newest
 first, within a token budget. Everything here is deterministic and linear in
 the size of the source.
+
+A previous summary's pinned block is never searched again: its lines are
+carried over as the facts they already are, so rolling compactions neither
+add a prefix to them nor pin them twice.
 """
 
 from __future__ import annotations
@@ -19,8 +23,25 @@ from bareagent_compact.prompts import SUMMARY_PREFIX
 from bareagent_compact.protocols import Message
 from bareagent_compact.serialize import render_content, render_message, tool_names
 
-DEFAULT_PIN_FACTS_TOKENS: Final = 2000
-"""The most the pinned facts may add to the summary message, in estimated tokens."""
+
+class _DefaultBudget(int):
+    """The default ``pin_facts_tokens``: equal to 2000, but known not to be chosen, so
+    the budget may follow the threshold instead (see :func:`pin_budget`)."""
+
+    __slots__ = ()
+
+
+DEFAULT_PIN_FACTS_TOKENS: Final = _DefaultBudget(2000)
+"""The most the pinned facts may add to the summary message, in estimated tokens
+(left at this default: a tenth of the threshold when that is less)."""
+
+
+def pin_budget(chosen: int, threshold: int) -> int:
+    """The pinned block's budget: ``chosen``, or, when ``pin_facts_tokens`` was left at
+    its default, ``min(2000, threshold // 10)`` so that it stays a small share."""
+    if type(chosen) is _DefaultBudget:
+        return min(int(chosen), threshold // 10)
+    return int(chosen)
 
 REQUEST_CHARS: Final = 2000
 """The last user request is kept whole up to this many characters."""
@@ -29,6 +50,9 @@ LINE_CHARS: Final = 300
 """An error line is kept up to this many characters."""
 
 PINNED_HEADING: Final = "[Pinned facts: kept verbatim from the summarised history]"
+_PINNED_START: Final = "\n\n" + PINNED_HEADING + "\n"
+_REQUEST_LABEL: Final = "Last user request: "
+_ERROR_LABEL: Final = "Error: "
 
 URL_RE: Final = re.compile(r"https?://[^\s<>\"'`\])}]+")
 PATH_RE: Final = re.compile(
@@ -51,19 +75,59 @@ class Facts:
     errors: list[str] = field(default_factory=list)
 
 
+def _key(value: str) -> str:
+    """What two spellings of one fact share: whitespace collapsed, case folded."""
+    return " ".join(value.split()).casefold()
+
+
 def _add(found: list[str], seen: set[str], value: str) -> None:
-    if value not in seen:
-        seen.add(value)
+    key = _key(value)
+    if key not in seen:
+        seen.add(key)
         found.append(value)
+
+
+def _error_value(line: str) -> str:
+    """An error line without the ``Error:`` labels a pinned block put before it
+    (a label is only taken off when what follows is itself an error line)."""
+    value = line.strip()[:LINE_CHARS]
+    while value[: len(_ERROR_LABEL)].casefold() == _ERROR_LABEL.casefold():
+        rest = value[len(_ERROR_LABEL) :].strip()
+        if not ERROR_RE.search(rest):
+            break
+        value = rest
+    return value
+
+
+def _error_line(value: str) -> str:
+    """The pinned line of an error: labelled, unless it already starts with the label."""
+    if value[: len(_ERROR_LABEL)].casefold() == _ERROR_LABEL.casefold():
+        return value
+    return _ERROR_LABEL + value
+
+
+def _split_pinned(message: Message) -> tuple[Message, list[str]]:
+    """A previous summary message without its pinned block, and that block's lines."""
+    content = message.get("content")
+    if dialects.kind(message) is not dialects.Kind.USER or not isinstance(content, str):
+        return message, []
+    if not content.startswith(SUMMARY_PREFIX) or _PINNED_START not in content:
+        return message, []
+    head, _, block = content.partition(_PINNED_START)
+    return {**message, "content": head}, block.splitlines()
 
 
 def extract(source: Sequence[Message]) -> Facts:
     """The facts of ``source``: the last user request (not a previous summary),
-    and every distinct path, URL and error line, in order of appearance."""
+    and every distinct path, URL and error line, in order of appearance. A
+    previous summary's pinned lines are taken as they are, never searched;
+    the last request's own lines are not error lines."""
     facts = Facts()
     names = tool_names(source)
     seen: set[str] = set()
-    for message in source:
+    for original in source:
+        message, pinned = _split_pinned(original)
+        _carry_over(facts, seen, pinned)
         text = render_message(message, names)
         if dialects.kind(message) is dialects.Kind.USER:
             request = _request(message, names)
@@ -71,7 +135,24 @@ def extract(source: Sequence[Message]) -> Facts:
                 facts.request = request
         _add_urls_and_paths(facts, seen, text)
         _add_errors(facts, seen, text)
+    if facts.request:
+        own = {_key(_error_value(line)) for line in facts.request.splitlines()}
+        facts.errors = [error for error in facts.errors if _key(error) not in own]
     return facts
+
+
+def _carry_over(facts: Facts, seen: set[str], lines: list[str]) -> None:
+    """The facts of a previous pinned block (newest first), oldest first, by label."""
+    kinds = {"File: ": facts.paths, "URL: ": facts.urls}
+    for line in reversed(lines):
+        if line.startswith(_REQUEST_LABEL):
+            facts.request = line[len(_REQUEST_LABEL) :]
+        elif line.startswith(_ERROR_LABEL):
+            _add(facts.errors, seen, _error_value(line))
+        else:
+            label = line[: line.find(": ") + 2]
+            if label in kinds:
+                _add(kinds[label], seen, line[len(label) :])
 
 
 def _request(message: Message, names: dict[str, str]) -> str | None:
@@ -95,7 +176,7 @@ def _add_errors(facts: Facts, seen: set[str], text: str) -> None:
     """The error lines of ``text`` (not a truncation marker), stripped and clipped."""
     for line in text.splitlines():
         if ERROR_RE.search(line) and not line.startswith("[truncated:"):
-            _add(facts.errors, seen, line.strip()[:LINE_CHARS])
+            _add(facts.errors, seen, _error_value(line))
 
 
 class _Lines:
@@ -125,16 +206,22 @@ def _request_line(request: str | None, summary: str) -> str | None:
         return None
     if len(request) > REQUEST_CHARS:
         request = request[:REQUEST_CHARS] + " …"
-    return "Last user request: " + request
+    return _REQUEST_LABEL + request
 
 
 def _rounds(facts: Facts, summary: str) -> Iterator[list[str]]:
     """The lines of the facts the summary lacks, newest first, one of each kind a
     round, so that one kind cannot crowd out the others."""
-    kinds = (("Error", facts.errors), ("File", facts.paths), ("URL", facts.urls))
-    queues = [(label, [v for v in reversed(values) if v not in summary]) for label, values in kinds]
-    while any(queue for _, queue in queues):
-        yield [f"{label}: {queue.pop(0)}" for label, queue in queues if queue]
+    errors = [_error_line(value) for value in facts.errors]
+    kinds = (errors, [f"File: {p}" for p in facts.paths], [f"URL: {u}" for u in facts.urls])
+    values = (facts.errors, facts.paths, facts.urls)
+    queues = [
+        [line for line, value in zip(reversed(lines), reversed(found), strict=True)
+         if value not in summary]
+        for lines, found in zip(kinds, values, strict=True)
+    ]
+    while any(queues):
+        yield [queue.pop(0) for queue in queues if queue]
 
 
 def pinned_block(facts: Facts, summary: str, budget: int, count: Callable[[str], int]) -> str:

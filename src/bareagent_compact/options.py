@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS
+from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS, pin_budget
 from bareagent_compact.micro import MICRO_SPEC, MicroOptions, resolve_micro
 from bareagent_compact.prompts import DEFAULT_THRESHOLD, LANGUAGES, LanguagePreset
 from bareagent_compact.protocols import (
@@ -61,6 +61,9 @@ class Derived:
     token_counter: TokenCounter
     custom_counter: bool
     """True when the caller gave a ``token_counter`` (the usage ledger is then off)."""
+    pin_facts_tokens: int
+    """The pinned block's budget: ``pin_facts_tokens``, or, left at its default,
+    ``min(2000, threshold // 10)``."""
 
 
 def _check_callable(name: str, value: object, *, optional: bool) -> None:
@@ -133,6 +136,7 @@ def derive(options: Options) -> Derived:
         texts.instructions_heading,
         estimate_tokens if counter is None else counter,
         counter is not None,
+        pin_budget(options.pin_facts_tokens, options.threshold),
     )
 
 

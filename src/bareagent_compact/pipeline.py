@@ -797,14 +797,14 @@ class CompactorBase(Generic[ProviderT]):
     def _pinned(self, plan: Plan, summary: str) -> str:
         """The pinned-facts block to append to the summary (``pin_facts=True``)."""
         options = self._options
-        if not options.pin_facts or not options.pin_facts_tokens:
+        if not options.pin_facts or not options.derived.pin_facts_tokens:
             return ""
         try:
             facts = extract(plan.source)
             return pinned_block(
                 facts,
                 summary,
-                options.pin_facts_tokens,
+                options.derived.pin_facts_tokens,
                 lambda text: self._count([{"role": "user", "content": text}]),
             )
         except Exception:  # the summary is in hand: facts are a bonus, never a failure

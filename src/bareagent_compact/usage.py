@@ -21,6 +21,9 @@ from bareagent_compact.validate import check_int
 _ANTHROPIC_CACHE_FIELDS: Final = ("cache_read_input_tokens", "cache_creation_input_tokens")
 _MISSING: Final = object()
 
+MAX_INPUT_TOKENS: Final = 2**53 - 1
+"""The largest size a usage may report (far beyond any context window, exact as a float)."""
+
 
 def _field(usage: object, name: str) -> object:
     """``usage[name]`` for a mapping, ``usage.name`` otherwise; ``_MISSING`` if absent."""
@@ -36,7 +39,16 @@ def _tokens(usage: object, name: str, *, optional: bool = False) -> int:
         if optional:
             return 0
         raise ValueError(f"usage field {name!r} is {'None' if value is None else 'missing'}")
-    return check_int(f"usage field {name!r}", value)
+    return _bounded(f"usage field {name!r}", check_int(f"usage field {name!r}", value))
+
+
+def _bounded(name: str, size: int) -> int:
+    """``size`` unless it is beyond ``MAX_INPUT_TOKENS`` (which no request reaches)."""
+    if size > MAX_INPUT_TOKENS:
+        raise ValueError(
+            f"{name} must be at most {MAX_INPUT_TOKENS}, got a {size.bit_length()}-bit number"
+        )
+    return size
 
 
 def input_tokens_of(usage: object) -> int:
@@ -44,7 +56,8 @@ def input_tokens_of(usage: object) -> int:
 
     ``usage`` is an ``int`` (taken as is), or the usage object or dict of an
     Anthropic, OpenAI Chat or OpenAI Responses response. Raises ``TypeError`` for
-    anything else, ``ValueError`` for a negative or missing size.
+    anything else (a ``float`` too), ``ValueError`` for a negative or missing size
+    or one above ``MAX_INPUT_TOKENS``.
 
     >>> input_tokens_of({"input_tokens": 12, "cache_read_input_tokens": 3000,
     ...                  "cache_creation_input_tokens": None})
@@ -65,7 +78,7 @@ def _plain_size(usage: int) -> int:
         raise TypeError("usage must be an int or a usage object, got bool")
     if usage < 0:
         raise ValueError(f"usage must be >= 0, got {usage}")
-    return usage
+    return _bounded("usage", usage)
 
 
 def _reported_size(usage: object) -> int:
@@ -81,4 +94,4 @@ def _reported_size(usage: object) -> int:
     if all(_field(usage, name) in (_MISSING, None) for name in fields):
         raise ValueError("usage field 'input_tokens' is None")
     # Anthropic reports cached tokens apart; OpenAI Responses has no such fields.
-    return sum(_tokens(usage, name, optional=True) for name in fields)
+    return _bounded("usage", sum(_tokens(usage, name, optional=True) for name in fields))

@@ -15,6 +15,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final, TypeAlias
 
@@ -28,6 +29,7 @@ __all__ = [
     "FILE_MODE",
     "MAX_SESSION_ID_BYTES",
     "MAX_SESSION_ID_CHARS",
+    "MAX_STEM_BYTES",
     "ONE_MICROSECOND",
     "Clock",
     "check_clock",
@@ -38,7 +40,10 @@ __all__ = [
     "encode_archive_record",
     "encode_line",
     "encode_snapshot",
+    "file_stem",
+    "legacy_stem",
     "log_fallbacks",
+    "session_id_of_stem",
     "utc_now",
 ]
 
@@ -54,6 +59,9 @@ MAX_SESSION_ID_CHARS: Final = 128
 MAX_SESSION_ID_BYTES: Final = 200
 """The longest session id in UTF-8 bytes, so file names stay under the 255-byte limit."""
 
+MAX_STEM_BYTES: Final = 222
+"""The longest file-name form of a session id, so ``{stem}_{timestamp}.jsonl`` fits 255 bytes."""
+
 DIRECTORY_MODE: Final = 0o700
 """The mode of a directory a store creates (transcripts may hold secrets)."""
 
@@ -62,7 +70,10 @@ FILE_MODE: Final = 0o600
 
 ONE_MICROSECOND: Final = timedelta(microseconds=1)
 
-_FORBIDDEN_CHARS: Final = frozenset('/\\<>:"|?*')
+_SEPARATORS: Final = frozenset("/\\")
+_NOT_IN_FILE_NAMES: Final = frozenset('<>:"|?*')
+_ESCAPED_ASCII: Final = _NOT_IN_FILE_NAMES | {"%"}
+_ESCAPES_RE: Final = re.compile(r"(?:%[0-9A-F]{2})+")
 _RESERVED_NAMES: Final = frozenset(
     {"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"}
     | {f"{port}{n}" for port in ("COM", "LPT") for n in "0123456789\u00b9\u00b2\u00b3"}
@@ -79,14 +90,16 @@ def _shown(session_id: str) -> str:
 
 
 def check_session_id(session_id: object) -> str:
-    """Return ``session_id`` (NFC-normalised) if it is safe as part of a file name.
+    """Return ``session_id`` (NFC-normalised) if the stores can keep it.
 
     It must be a non-empty ``str`` of at most 128 characters and 200 UTF-8 bytes,
-    not start with ``.``, contain only printable characters (no NUL, control or
-    format characters) and none of ``/ \\ < > : " | ? *``, and not be a Windows
-    device name (``CON``, ``NUL``, ``COM1``, ...). Raises ``TypeError`` or
-    ``ValueError`` otherwise, before anything touches the disk. Both stores
-    apply exactly these rules, so an id valid for one is valid for the other.
+    not start with ``.``, and contain only printable characters (no NUL, control
+    or format characters) and no path separator (``/`` or ``\\``). Anything
+    else is allowed (``team:alice``, spaces, ``? * " < > |``, ``CON``): the JSONL
+    store names its files by :func:`file_stem`, which escapes what a file name
+    cannot hold. Raises ``TypeError`` or ``ValueError`` otherwise, before
+    anything touches the disk. Both stores apply exactly these rules, so an id
+    valid for one is valid for the other.
     """
     if not isinstance(session_id, str):
         raise TypeError(f"session_id must be a str, got {type(session_id).__name__}")
@@ -96,21 +109,22 @@ def check_session_id(session_id: object) -> str:
         _check_characters(session_id)
         session_id = unicodedata.normalize("NFC", session_id)
     _check_name(session_id)
+    file_stem(session_id)
     return session_id
 
 
 def _check_characters(session_id: str) -> None:
-    """Refuse a character that is not printable or has a meaning in paths."""
+    """Refuse a character that is not printable or separates paths."""
     for char in session_id:
-        if char in _FORBIDDEN_CHARS or not char.isprintable():
+        if char in _SEPARATORS or not char.isprintable():
             raise ValueError(
-                f"session_id must be a plain file name; {char!r} is not allowed "
-                f"in {_shown(session_id)}"
+                f"session_id must be a plain file name (no path separator or control "
+                f"character); {char!r} is not allowed in {_shown(session_id)}"
             )
 
 
 def _check_name(session_id: str) -> None:
-    """Refuse an id too long, hidden, or naming a Windows device."""
+    """Refuse an id too long or hidden."""
     if len(session_id) > MAX_SESSION_ID_CHARS:
         raise ValueError(
             f"session_id must be at most {MAX_SESSION_ID_CHARS} characters, "
@@ -123,8 +137,97 @@ def _check_name(session_id: str) -> None:
             f"session_id must be at most {MAX_SESSION_ID_BYTES} bytes in UTF-8, "
             f"got {_shown(session_id)}"
         )
-    if session_id.split(".", 1)[0].rstrip(" ").upper() in _RESERVED_NAMES:
-        raise ValueError(f"session_id must not be a device name, got {_shown(session_id)}")
+
+
+# -- session ids in file names --------------------------------------------------------
+
+
+def _is_device(name: str) -> bool:
+    """Whether Windows reads ``name`` (or ``name.anything``) as a device."""
+    return name.split(".", 1)[0].rstrip(" ").upper() in _RESERVED_NAMES
+
+
+def _was_plain(session_id: str) -> bool:
+    """Whether a checked id is a file name as it is (the only ids accepted before
+    ids were escaped, named by themselves): none of ``< > : " | ? *``, no device."""
+    return _NOT_IN_FILE_NAMES.isdisjoint(session_id) and not _is_device(session_id)
+
+
+def _literal(char: str) -> bool:
+    """Whether ``char`` stays as it is in a file name: printable ASCII but upper-case
+    letters, ``%`` and ``< > : " | ? *``; any other character without a case."""
+    if char.isascii():
+        return char.isprintable() and not char.isupper() and char not in _ESCAPED_ASCII
+    return char.lower() == char == char.upper()
+
+
+def _escape(char: str) -> str:
+    return char if _literal(char) else "".join(f"%{b:02X}" for b in char.encode("utf-8"))
+
+
+def file_stem(session_id: str) -> str:
+    """The name a checked session id gives its files (``{stem}_{timestamp}.jsonl``).
+
+    Every character but lower-case ASCII letters, digits, ASCII punctuation
+    other than ``% < > : " | ? *``, and non-ASCII characters without a case, is
+    written ``%XX`` per UTF-8 byte (upper-case hex), so distinct ids have names
+    that differ even on a case-insensitive file system (``Alice`` is
+    ``%41lice``); a name Windows reads as a device has its first letter escaped
+    (``con`` is ``%63on``). :func:`session_id_of_stem` reverses it. An id that
+    was a file name as it is and would escape to more than ``MAX_STEM_BYTES``
+    is named by itself, as before ids were escaped; any other id that long is
+    a ``ValueError``.
+    """
+    stem = "".join(map(_escape, session_id))
+    if _is_device(stem):
+        stem = f"%{ord(stem[0]):02X}{stem[1:]}"
+    if len(stem.encode("utf-8")) <= MAX_STEM_BYTES:
+        return stem
+    if _was_plain(session_id):
+        return session_id
+    raise ValueError(
+        f"session_id is too long for a file name once escaped ({len(stem.encode())} bytes, "
+        f"at most {MAX_STEM_BYTES}): {_shown(session_id)}"
+    )
+
+
+def legacy_stem(session_id: str) -> str | None:
+    """The name the files of a checked id had before ids were escaped, when that
+    differs from :func:`file_stem` (``Alice``, ``café``); ``None`` otherwise."""
+    if _was_plain(session_id) and file_stem(session_id) != session_id:
+        return session_id
+    return None
+
+
+def _unescape(stem: str) -> str | None:
+    """``stem`` with its ``%XX`` runs decoded as UTF-8; ``None`` when they are not."""
+    try:
+        text = _ESCAPES_RE.sub(
+            lambda m: bytes.fromhex(m.group().replace("%", "")).decode("utf-8"), stem
+        )
+    except UnicodeDecodeError:
+        return None
+    return None if "%" in _ESCAPES_RE.sub("", stem) else text
+
+
+def session_id_of_stem(stem: str) -> str | None:
+    """The session id a file-name stem denotes, or ``None`` if it names none.
+
+    A stem :func:`file_stem` writes is decoded; any other stem that is itself a
+    valid id (a file written before ids were escaped, or by another program)
+    is that id.
+    """
+    stem = unicodedata.normalize("NFC", stem)
+    decoded = _unescape(stem)
+    if decoded is not None:
+        with suppress(ValueError):
+            session_id = check_session_id(decoded)
+            if file_stem(session_id) == stem:
+                return session_id
+    try:
+        return check_session_id(stem)
+    except ValueError:
+        return None
 
 
 # -- the clock --------------------------------------------------------------------

@@ -2,8 +2,11 @@
 
 Snapshots use BareAgent's layout, ``{session_id}_{timestamp}.jsonl`` with one
 message per line in readable UTF-8, so either program can read the other's
-files. A snapshot is written to a temporary file, flushed to disk and renamed
-into place, so a crash leaves either the whole snapshot or none of it.
+files. A session id is written as it is when it is a plain lower-case file
+name; any other character is escaped (see ``codec.file_stem``), and files
+named by the id itself (as before ids were escaped) are read too. A snapshot
+is written to a temporary file, flushed to disk and renamed into place, so a
+crash leaves either the whole snapshot or none of it.
 """
 
 from __future__ import annotations
@@ -133,13 +136,10 @@ def _parse_snapshot_name(directory: Path, name: str) -> Snapshot | None:
     """The snapshot a file name denotes, or ``None`` for any other file."""
     if name.startswith(".") or not name.endswith(SNAPSHOT_SUFFIX) or name.endswith(ARCHIVE_SUFFIX):
         return None
-    session_id, sep, stamp = name[: -len(SNAPSHOT_SUFFIX)].rpartition("_")
+    stem, sep, stamp = name[: -len(SNAPSHOT_SUFFIX)].rpartition("_")
     timestamp = _parse_stamp(stamp) if sep else None
-    if timestamp is None:
-        return None
-    try:
-        session_id = check_session_id(session_id)
-    except ValueError:
+    session_id = codec.session_id_of_stem(stem) if timestamp is not None else None
+    if timestamp is None or session_id is None:
         return None
     return Snapshot(session_id, timestamp, directory / name)
 
@@ -365,7 +365,7 @@ class JsonlTranscriptManager:
 
     def archive_path(self, session_id: str) -> Path:
         """Where the archive of ``session_id`` lives (it may not exist yet)."""
-        return self.directory / f"{check_session_id(session_id)}{ARCHIVE_SUFFIX}"
+        return self.directory / f"{codec.file_stem(check_session_id(session_id))}{ARCHIVE_SUFFIX}"
 
     def archive(self, record: ArchiveRecord) -> None:
         """Append one truncated tool result to its session's archive file.
@@ -393,9 +393,22 @@ class JsonlTranscriptManager:
         An empty list when the session has no archive. A line that is not a
         complete JSON object (what a writer killed mid-append leaves) is skipped
         with a warning naming the file and line. A symbolic link or anything but
-        a regular file at the archive's name raises ``OSError``.
+        a regular file at the archive's name raises ``OSError``. An archive named
+        by the id itself (written before ids were escaped) is read first; only
+        its records of this session are taken (on a case-insensitive file
+        system, ``Alice``'s old archive is also ``alice``'s).
         """
-        path = self.archive_path(session_id)
+        session_id = check_session_id(session_id)
+        records: list[ArchiveRecord] = []
+        legacy = codec.legacy_stem(session_id)
+        if legacy is not None:
+            old = self._read_archive(self.directory / f"{legacy}{ARCHIVE_SUFFIX}")
+            records.extend(r for r in old if r.get("session_id") == session_id)
+        return records + self._read_archive(self.archive_path(session_id))
+
+    @staticmethod
+    def _read_archive(path: Path) -> list[ArchiveRecord]:
+        """The readable records of one archive file; none when it does not exist."""
         try:
             data = _read_regular(path)
         except FileNotFoundError:
@@ -424,7 +437,8 @@ class JsonlTranscriptManager:
         with name_lock.lock:
             moment = self._next_moment()
             while True:
-                path = self.directory / f"{session_id}_{_format_stamp(moment)}{SNAPSHOT_SUFFIX}"
+                name = f"{codec.file_stem(session_id)}_{_format_stamp(moment)}{SNAPSHOT_SUFFIX}"
+                path = self.directory / name
                 if not os.path.lexists(path):
                     break
                 moment += ONE_MICROSECOND

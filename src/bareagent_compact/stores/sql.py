@@ -13,6 +13,7 @@ library) or a function returning a new DB-API 2 connection (e.g. ``psycopg``).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sqlite3
 import sys
@@ -232,8 +233,26 @@ def _sqlite_factory(path: Path, create: bool, timeout: float) -> ConnectionFacto
 def _check_options(paramstyle: str | None, timeout: object) -> None:
     if paramstyle is not None:
         _check_paramstyle(paramstyle)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
-        raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or timeout < 0
+    ):
+        raise ValueError(f"timeout must be a finite number of seconds >= 0, got {timeout!r}")
+
+
+def _is_closed(connection: Any) -> bool:
+    """Whether other code closed ``connection`` (DB-API drivers with ``closed``, sqlite3)."""
+    closed = getattr(connection, "closed", None)
+    if closed is not None and not callable(closed):
+        return bool(closed)
+    if isinstance(connection, sqlite3.Connection):
+        try:
+            connection.total_changes  # noqa: B018 - raises once the connection is closed
+        except sqlite3.ProgrammingError:
+            return True
+    return False
 
 
 def _connector(
@@ -285,8 +304,10 @@ class SqlTranscriptManager:
         self._last: datetime | None = None
         self._lock = threading.Lock()
         self._local = threading.local()
-        self._connections: list[Any] = []
-        self._inherited: list[Any] = []  # a parent's connections: never used, never closed
+        self._connections: list[tuple[int, Any]] = []  # (the pid that opened it, connection)
+        # A parent's connections after a fork: never used, never closed, and kept
+        # referenced so that no finaliser in this process closes them either.
+        self._inherited: list[Any] = []
         self._schema_checked = False
 
     def __repr__(self) -> str:
@@ -459,38 +480,47 @@ class SqlTranscriptManager:
     # -- connections ---------------------------------------------------------
 
     def close(self) -> None:
-        """Close every connection this manager opened in this process."""
+        """Close every connection this manager opened in this process.
+
+        In a forked child, the connections the parent opened are dropped without
+        being closed (closing a PostgreSQL connection there would end the
+        parent's session); the child opens its own when it is used again.
+        """
+        pid = os.getpid()
         with self._lock:
             connections, self._connections = self._connections, []
+            self._inherited.extend(c for owner, c in connections if owner != pid)
         self._local = threading.local()
-        for connection in connections:
-            try:
-                connection.close()
-            except Exception:
-                logger.debug("closing a connection failed", exc_info=True)
+        for owner, connection in connections:
+            if owner == pid:
+                _close_quietly(connection, "closing a connection failed")
 
     def _connection(self) -> tuple[Any, _Driver]:
+        """This thread's connection, opened when there is none, it was closed by other
+        code, or it was inherited from the parent process across a fork."""
         held = getattr(self._local, "held", None)
-        if held is not None and held[0] == os.getpid():
-            return held[1], held[2]
-        if held is not None:  # forked: the parent's connection is not ours to use or close
-            self._inherited.append(held[1])
+        if held is not None:
+            pid, connection, driver = held
+            if pid != os.getpid():  # forked: the parent's, not ours to use or close
+                with self._lock:
+                    self._inherited.append(connection)
+            elif not _is_closed(connection):
+                return connection, driver
+            else:
+                logger.debug("a connection was closed by other code; opening a new one")
+                self._discard(connection)
         connection = self._factory()
         driver = _Driver(connection, self._paramstyle)
         self._local.held = (os.getpid(), connection, driver)
         with self._lock:
-            self._connections.append(connection)
+            self._connections.append((os.getpid(), connection))
         return connection, driver
 
     def _discard(self, connection: Any) -> None:
         self._local.held = None
         with self._lock:
-            if connection in self._connections:
-                self._connections.remove(connection)
-        try:
-            connection.close()
-        except Exception:
-            logger.debug("closing a broken connection failed", exc_info=True)
+            self._connections = [held for held in self._connections if held[1] is not connection]
+        _close_quietly(connection, "closing a broken connection failed")
 
     def _transaction(self, work: Callable[[_Runner], _T], *, write: bool) -> _T:
         """Run ``work`` in one transaction, retried when the database asks for it."""
@@ -567,6 +597,13 @@ class SqlTranscriptManager:
             return None
         session_id, seq, body = rows[0]
         return _decode_body(f"{self!r} session {session_id!r} snapshot {seq}", body)
+
+
+def _close_quietly(connection: Any, failure: str) -> None:
+    try:
+        connection.close()
+    except Exception:
+        logger.debug(failure, exc_info=True)
 
 
 class _Runner:
