@@ -130,9 +130,9 @@ def _other_slots(message: dict[str, Any], role: Any, due: list[dialects.Slot]) -
     if role == "assistant":
         return "tool_calls" not in message or plain_tool_calls(message)
     if role == TOOL_ROLE or (role is None and RESULT_KEY in message):
-        for slot in dialects.result_slots(message):
-            if slot.holder is message and not is_truncated(message.get(slot.key)):
-                due.append(slot)
+        slot = dialects.own_result_slot(message)
+        if slot is not None and not is_truncated(message.get(slot.key)):
+            due.append(slot)
     return True
 
 

@@ -29,10 +29,10 @@ from codecs import utf_16_le_encode as _utf_16_le_encode
 from collections.abc import Iterable
 from typing import Any, Final
 
-from bareagent_compact import dialects
 from bareagent_compact._json import to_json
 from bareagent_compact._limits import MAX_DEPTH as MAX_DEPTH  # noqa: PLC0414 (re-exported)
 from bareagent_compact._limits import too_deep
+from bareagent_compact.dialects import openai_chat, openai_responses
 from bareagent_compact.dialects.anthropic import TOOL_USE
 from bareagent_compact.plain import dump_model, is_model
 from bareagent_compact.validate import not_a_dict, not_a_list
@@ -329,53 +329,52 @@ class _Parts:
 
     def add(self, values: Iterable[Any], depth: int) -> None:
         """Gather the parts of each of ``values``, found ``depth`` levels deep."""
+        # The hot loop of the estimate: a block's text and content are read inline
+        # (measured: a call per block costs a few per cent of every turn).
         add_string = self.strings.append
-        add_block = self._add_block
         for value in values:
             if isinstance(value, dict) and "type" in value:
-                add_block(value, depth)
-            elif isinstance(value, str):
-                add_string(value)
+                # A block (see dialects.anthropic): tool_use counts its name and
+                # input, others their text and content.
+                if depth > MAX_DEPTH:
+                    raise too_deep()
+                get = value.get
+                if get("type") == TOOL_USE:
+                    self._add_tool_use(value, depth)
+                    continue
+                text = get("text")
+                if isinstance(text, str):
+                    add_string(text)
+                elif text is not None:
+                    self.add((text,), depth + 1)
+                content = get("content")
+                if isinstance(content, str):
+                    add_string(content)
+                elif content is not None:
+                    self.add((content,), depth + 1)
             elif value is not None:
                 self._add_value(value, depth)
 
-    def _add_block(self, block: dict[str, Any], depth: int) -> None:
-        """A block (see :mod:`bareagent_compact.dialects.anthropic`): ``tool_use``
-        counts its name and input, others their text and content."""
-        if depth > MAX_DEPTH:
-            raise too_deep()
-        get = block.get
-        if get("type") == TOOL_USE:
-            self._add_field(get("name"), depth)
-            tool_input = get("input")
-            if isinstance(tool_input, str):
-                self.strings.append(tool_input)
-            elif "input" in block:
-                self.json_values.append(tool_input)
-            return
-        text = get("text")
-        if isinstance(text, str):
-            self.strings.append(text)
-        elif text is not None:
-            self.add((text,), depth + 1)
-        content = get("content")
-        if isinstance(content, str):
-            self.strings.append(content)
-        elif content is not None:
-            self.add((content,), depth + 1)
-
-    def _add_field(self, value: Any, depth: int) -> None:
-        if isinstance(value, str):
-            self.strings.append(value)
-        elif value is not None:
-            self.add((value,), depth + 1)
+    def _add_tool_use(self, block: dict[str, Any], depth: int) -> None:
+        name = block.get("name")
+        if isinstance(name, str):
+            self.strings.append(name)
+        elif name is not None:
+            self.add((name,), depth + 1)
+        tool_input = block.get("input")
+        if isinstance(tool_input, str):
+            self.strings.append(tool_input)
+        elif "input" in block:
+            self.json_values.append(tool_input)
 
     def _add_value(self, value: Any, depth: int) -> None:
-        """Anything but a block, a string or ``None``: a list's items, an SDK object's
-        dict, else (numbers, booleans, dicts without a type ...) its JSON text."""
-        if depth > MAX_DEPTH:
+        """Anything but a block or ``None``: a string as it is, a list's items, an SDK
+        object's dict, else (numbers, booleans, dicts without a type ...) its JSON text."""
+        if isinstance(value, str):
+            self.strings.append(value)
+        elif depth > MAX_DEPTH:
             raise too_deep()
-        if isinstance(value, list):
+        elif isinstance(value, list):
             self.add(value, depth + 1)
         elif is_model(value):
             self.add((dump_model(value),), depth + 1)  # an SDK object: what it stands for
@@ -445,7 +444,8 @@ def _gather(parts: _Parts, messages: list[Any]) -> None:
     says it weighs beside (Chat tool calls, Responses items)."""
     strings = parts.strings
     add = parts.add
-    add_extra_parts = dialects.add_extra_parts
+    add_calls = openai_chat.add_parts
+    add_item = openai_responses.add_parts
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             message = _as_dict(index, message)  # noqa: PLW2901 (an SDK object: its dict)
@@ -456,8 +456,10 @@ def _gather(parts: _Parts, messages: list[Any]) -> None:
             add(content, 1)
         elif content is not None:
             add((content,), 0)
-        if "tool_calls" in message or "type" in message:
-            add_extra_parts(parts, message)
+        if "tool_calls" in message:
+            add_calls(parts, message)
+        if "type" in message:
+            add_item(parts, message)
 
 
 def _as_dict(index: int, message: Any) -> dict[str, Any]:

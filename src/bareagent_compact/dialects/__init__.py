@@ -78,6 +78,7 @@ __all__ = [
     "holds_objects",
     "is_system",
     "kind",
+    "own_result_slot",
     "render_message",
     "result_ids",
     "result_slots",
@@ -162,7 +163,10 @@ def calls(message: Message) -> list[Call]:
     or a message's ``tool_use`` blocks, then its Chat ``tool_calls``."""
     if typed_item(message) is not None:
         return openai_responses.calls(message)
-    return anthropic.calls(message) + openai_chat.calls(message)
+    found = anthropic.calls(message)
+    if "tool_calls" in message:
+        found += openai_chat.calls(message)
+    return found
 
 
 def call_ids(message: Message) -> set[str]:
@@ -202,6 +206,17 @@ def result_slots(message: Message) -> Iterator[Slot]:
     if message.get("role") == openai_chat.TOOL_ROLE:
         return openai_chat.result_slots(message)
     return anthropic.result_slots(message)
+
+
+def own_result_slot(message: Message) -> Slot | None:
+    """The slot of a message that is one result by itself (a Chat ``tool`` message, a
+    Responses text result item), else ``None``."""
+    item_type = typed_item(message)
+    if item_type is not None:
+        return openai_responses.item_slot(message, item_type)
+    if message.get("role") == openai_chat.TOOL_ROLE:
+        return openai_chat.message_slot(message)
+    return None
 
 
 def dialogue_turns(messages: Sequence[Message]) -> list[list[int]]:

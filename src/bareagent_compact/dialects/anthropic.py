@@ -44,34 +44,38 @@ def has_tool_result_block(content: Any) -> bool:
     return False
 
 
-def _blocks(message: Message, block_type: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    content = message.get("content")
-    if isinstance(content, list):
-        for position, block in enumerate(content):
-            if isinstance(block, dict) and block.get("type") == block_type:
-                yield position, block
-
-
 def calls(message: Message) -> list[Call]:
     """The ``tool_use`` blocks of ``message``, in order."""
-    return [
-        Call(as_id(block.get("id")), as_name(block.get("name")), block.get("input", {}), position)
-        for position, block in _blocks(message, TOOL_USE)
-    ]
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    found: list[Call] = []
+    for position, block in enumerate(content):
+        if isinstance(block, dict) and block.get("type") == TOOL_USE:
+            name = as_name(block.get("name"))
+            found.append(Call(as_id(block.get("id")), name, block.get("input", {}), position))
+    return found
 
 
 def results(message: Message) -> list[tuple[int, str | None]]:
     """The ``tool_result`` blocks of ``message``, as ``(position, call id)``."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
     return [
         (position, as_id(block.get("tool_use_id")))
-        for position, block in _blocks(message, TOOL_RESULT)
+        for position, block in enumerate(content)
+        if isinstance(block, dict) and block.get("type") == TOOL_RESULT
     ]
 
 
 def result_slots(message: Message) -> Iterator[Slot]:
     """Where each ``tool_result`` block of ``message`` keeps its content."""
-    for _, block in _blocks(message, TOOL_RESULT):
-        yield block_slot(block)
+    content = message.get("content")
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == TOOL_RESULT:
+                yield block_slot(block)
 
 
 def block_slot(block: dict[str, Any]) -> Slot:

@@ -31,6 +31,7 @@ __all__ = [
     "calls",
     "drop_calls",
     "is_tool_message",
+    "message_slot",
     "plain_tool_calls",
     "render_calls",
     "render_result",
@@ -82,7 +83,12 @@ def results(message: Message) -> list[tuple[int, str | None]]:
 
 def result_slots(message: Message) -> Iterator[Slot]:
     """Where a ``tool`` message keeps its result: its ``content``."""
-    yield Slot(message, "content", as_id(message.get("tool_call_id")))
+    yield message_slot(message)
+
+
+def message_slot(message: Message) -> Slot:
+    """Where a ``tool`` message keeps its result: its ``content``."""
+    return Slot(message, "content", as_id(message.get("tool_call_id")))
 
 
 def render_result(message: Message, names: dict[str, str]) -> str:

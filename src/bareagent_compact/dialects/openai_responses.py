@@ -37,6 +37,7 @@ __all__ = [
     "calls",
     "follows_output",
     "is_result_item",
+    "item_slot",
     "render",
     "result_slots",
     "results",
@@ -114,8 +115,19 @@ def results(message: Message) -> list[tuple[int, str | None]]:
 
 def result_slots(message: Message) -> Iterator[Slot]:
     """Where a result item with a text ``output`` keeps it."""
-    if typed_item(message) in TEXT_RESULT_ITEM_TYPES:
-        yield Slot(message, RESULT_KEY, as_id(message.get("call_id")))
+    item_type = typed_item(message)
+    if item_type is not None:
+        slot = item_slot(message, item_type)
+        if slot is not None:
+            yield slot
+
+
+def item_slot(message: Message, item_type: str) -> Slot | None:
+    """Where an item of type ``item_type`` keeps its result, when it is one with a
+    text ``output``."""
+    if item_type in TEXT_RESULT_ITEM_TYPES:
+        return Slot(message, RESULT_KEY, as_id(message.get("call_id")))
+    return None
 
 
 def render(message: Message, names: dict[str, str]) -> str:
