@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import random
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 import pytest
 
@@ -19,11 +19,19 @@ from bareagent_compact import (
     Compactor,
     _micro_compact,
     _serialize,
+    dialects,
     estimate_tokens,
     find_orphans,
     repair_tool_pairs,
 )
-from bareagent_compact.dialects import Kind, kind, turn_starts
+from bareagent_compact.dialects import (
+    Kind,
+    anthropic,
+    kind,
+    openai_chat,
+    openai_responses,
+    turn_starts,
+)
 from converters import (
     CONVERTERS,
     break_pairs,
@@ -210,3 +218,139 @@ def test_responses_history_round_trip_through_compaction_stays_valid() -> None:
         "function_call",
         "function_call_output",
     ]
+
+
+# ------------------------------------------------------------ the dialect layer itself
+
+
+def test_every_dialect_module_answers_the_same_operations() -> None:
+    for module in (anthropic, openai_chat, openai_responses):
+        for operation in ("calls", "results", "result_slots"):
+            assert callable(getattr(module, operation)), (module.__name__, operation)
+
+
+def test_typed_item_is_the_one_test_for_a_responses_item() -> None:
+    assert dialects.typed_item({"type": "function_call", "call_id": "c"}) == "function_call"
+    assert dialects.typed_item({"type": "", "role": "user"}) == ""
+    assert dialects.typed_item({"type": "message", "role": "user"}) is None
+    assert dialects.typed_item({"role": "user", "content": "x"}) is None
+    assert dialects.typed_item({"type": 3, "role": "user"}) is None
+
+
+def test_calls_and_results_are_read_alike_in_every_dialect() -> None:
+    rng = random.Random("calls-and-results")
+    for _ in range(50):
+        history = random_history(rng)
+        expected = (
+            [c.call_id for m in history for c in dialects.calls(m)],
+            [i for m in history for _, i in dialects.results(m)],
+        )
+        for convert in (to_chat, to_responses):
+            converted = convert(history)
+            assert (
+                [c.call_id for m in converted for c in dialects.calls(m)],
+                [i for m in converted for _, i in dialects.results(m)],
+            ) == expected
+
+
+class _Unpaired(NamedTuple):
+    kind: Literal["tool_use", "tool_result"]
+    tool_use_id: str | None
+
+
+def test_an_anthropic_rewrite_keeps_results_first_and_turns_orphans_into_text() -> None:
+    message: dict[str, Any] = {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "gone", "content": "old", "is_error": True},
+        {"type": "tool_result", "tool_use_id": "ok", "content": "fine"},
+    ]}
+    moved = dialects.rewrite_unpaired(message, {0: _Unpaired("tool_result", "gone")})
+    assert moved is False
+    assert message["content"] == [
+        {"type": "tool_result", "tool_use_id": "ok", "content": "fine"},
+        {"type": "text", "text": "(result of tool call gone, error, whose call is not in the "
+                                 "history) old"},
+    ]
+
+
+def test_a_chat_rewrite_drops_the_unanswered_call_and_appends_its_rendering() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    message: dict[str, Any] = {"role": "assistant", "content": "look", "tool_calls": [call]}
+    assert dialects.rewrite_unpaired(message, {0: _Unpaired("tool_use", "c1")}) is False
+    assert message == {
+        "role": "assistant",
+        "content": "look\n(tool call c1 without a result) [tool_use:ls] {}",
+    }
+    tool: dict[str, Any] = {"role": "tool", "tool_call_id": "c9", "content": "out"}
+    assert dialects.rewrite_unpaired(tool, {0: _Unpaired("tool_result", "c9")}) is True
+    assert tool == {
+        "role": "user",
+        "content": "(result of tool call c9, whose call is not in the history) out",
+    }
+
+
+def test_a_responses_rewrite_makes_a_user_message_or_an_assistant_item() -> None:
+    output: dict[str, Any] = {"type": "function_call_output", "call_id": "c", "output": "o"}
+    assert dialects.rewrite_unpaired(output, {0: _Unpaired("tool_result", "c")}) is True
+    assert output == {
+        "role": "user",
+        "content": "(result of tool call c, whose call is not in the history) o",
+    }
+    call: dict[str, Any] = {
+        "type": "function_call", "call_id": "d", "name": "ls", "arguments": '{"a": 1}'
+    }
+    assert dialects.rewrite_unpaired(call, {0: _Unpaired("tool_use", "d")}) is False
+    assert call == {"type": "message", "role": "assistant", "content": [{
+        "type": "output_text",
+        "text": '(tool call d without a result) [tool_use:ls] {"a": 1}',
+        "annotations": [],
+    }]}
+
+
+class _Gathered:
+    def __init__(self) -> None:
+        self.strings: list[str] = []
+        self.json_values: list[Any] = []
+        self.added: list[tuple[list[Any], int]] = []
+
+    def add(self, values: Any, depth: int) -> None:
+        self.added.append((list(values), depth))
+
+
+def test_extra_parts_are_the_chat_calls_and_what_a_responses_item_carries() -> None:
+    parts = _Gathered()
+    dialects.add_extra_parts(parts, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+    ]})
+    dialects.add_extra_parts(parts, {"type": "reasoning", "summary": [{"text": "why"}]})
+    dialects.add_extra_parts(parts, {"type": "function_call_output", "call_id": "c", "output": 7})
+    dialects.add_extra_parts(parts, {"type": "web_search_call", "id": "w"})
+    dialects.add_extra_parts(parts, {"type": "message", "role": "user", "content": "hi"})
+    assert parts.strings == ["ls", "{}"]
+    assert parts.added == [([{"text": "why"}], 1), ([7], 0)]
+    assert parts.json_values == [{"type": "web_search_call", "id": "w"}]
+
+
+def test_holds_objects_spots_anything_but_a_dict_where_objects_may_be() -> None:
+    plain = [{"role": "user", "content": [{"type": "text", "text": "x"}]},
+             {"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]}]
+    assert dialects.holds_objects(plain) is False
+    assert dialects.holds_objects([*plain, object()]) is True
+    assert dialects.holds_objects([{"role": "user", "content": [object()]}]) is True
+    assert dialects.holds_objects([{"role": "assistant", "tool_calls": [object()]}]) is True
+
+
+def test_a_dumped_chat_message_takes_the_request_shape() -> None:
+    data = {
+        "role": "assistant",
+        "content": "x",
+        "annotations": [],
+        "parsed": {"a": 1},
+        "audio": {"id": "au", "data": "..."},
+        "tool_calls": [{"id": "c", "function": {"name": "f", "parsed_arguments": {}}}],
+    }
+    assert openai_chat.request_shape(data) == {
+        "role": "assistant",
+        "content": "x",
+        "audio": {"id": "au"},
+        "tool_calls": [{"id": "c", "function": {"name": "f"}}],
+    }

@@ -91,35 +91,42 @@ def with_plain_keys(
     value is lost. A cycle raises ``ValueError``.
     """
     active = set() if active is None else active
-    if isinstance(value, dict | list | tuple):
-        if id(value) in active:
-            raise ValueError("Circular reference detected")
-        active.add(id(value))
-        try:
-            if not isinstance(value, dict):
-                return [with_plain_keys(item, fallbacks, renamed, active) for item in value]
-            texts: list[str] = []
-            for key in value:
-                text = _key_text(key)
-                if text is None:
-                    if fallbacks is not None:
-                        fallbacks[type(key).__name__] += 1
-                    text = str(key)
-                texts.append(text)
-            taken = set(texts)
-            plain: dict[str, Any] = {}
-            for wanted, (key, item) in zip(texts, value.items(), strict=True):
-                text = wanted
-                if text in plain:
-                    text = _free_key(wanted, taken)
-                    taken.add(text)
-                    if renamed is not None:
-                        renamed[type(key).__name__] += 1
-                plain[text] = with_plain_keys(item, fallbacks, renamed, active)
-            return plain
-        finally:
-            active.discard(id(value))
-    return value
+    if not isinstance(value, dict | list | tuple):
+        return value
+    if id(value) in active:
+        raise ValueError("Circular reference detected")
+    active.add(id(value))
+    try:
+        if not isinstance(value, dict):
+            return [with_plain_keys(item, fallbacks, renamed, active) for item in value]
+        texts = _key_texts(value, fallbacks)
+        taken = set(texts)
+        plain: dict[str, Any] = {}
+        for wanted, (key, item) in zip(texts, value.items(), strict=True):
+            text = wanted
+            if text in plain:
+                text = _free_key(wanted, taken)
+                taken.add(text)
+                if renamed is not None:
+                    renamed[type(key).__name__] += 1
+            plain[text] = with_plain_keys(item, fallbacks, renamed, active)
+        return plain
+    finally:
+        active.discard(id(value))
+
+
+def _key_texts(value: dict[Any, Any], fallbacks: Counter[str] | None) -> list[str]:
+    """The text JSON writes for each key of ``value``, or its ``str`` (counted by type
+    in ``fallbacks``) for a key JSON cannot encode."""
+    texts: list[str] = []
+    for key in value:
+        text = _key_text(key)
+        if text is None:
+            if fallbacks is not None:
+                fallbacks[type(key).__name__] += 1
+            text = str(key)
+        texts.append(text)
+    return texts
 
 
 def to_json(value: Any) -> str:

@@ -9,6 +9,9 @@ from typing import Any, Final, NamedTuple, TypeAlias
 
 from bareagent_compact import dialects
 from bareagent_compact.dialects import UNKNOWN_TOOL
+from bareagent_compact.dialects.anthropic import TOOL_RESULT, block_slot
+from bareagent_compact.dialects.openai_chat import TOOL_ROLE, plain_tool_calls
+from bareagent_compact.dialects.openai_responses import RESULT_KEY
 from bareagent_compact.plain import plain_messages
 from bareagent_compact.protocols import ArchiveRecord, Message
 from bareagent_compact.serialize import render_content
@@ -85,20 +88,16 @@ def stale_end(messages: Sequence[Any], keep_recent: int) -> int | None:
     return None if to_keep else index
 
 
-def _tool_calls_plain(message: dict[str, Any]) -> bool:
-    calls = message.get("tool_calls")
-    return type(calls) is not list or all(type(call) is dict for call in calls)
-
-
 def _stale_slots(messages: Sequence[Any], end: int) -> tuple[list[dialects.Slot], bool]:
     """Every result slot before ``end`` that is not a marker yet (systems skipped), and
     whether every block and tool call read was a plain dict (no SDK object)."""
-    # This runs every turn over the whole history, so the common shapes are read
-    # inline: a history whose old results are all markers already is read once.
+    # This runs every turn over the whole history, so Anthropic blocks (the common
+    # shape) are read inline: a history whose old results are all markers already is
+    # read once, with no call per message; other dialects are asked per message.
     due: list[dialects.Slot] = []
     plain = True
     prefix = TRUNCATED_PREFIX
-    system_roles = dialects.SYSTEM_ROLES
+    tool_result = TOOL_RESULT
     for message in islice(messages, end):
         if type(message) is not dict:
             plain = False
@@ -108,39 +107,39 @@ def _stale_slots(messages: Sequence[Any], end: int) -> tuple[list[dialects.Slot]
             for block in content:
                 if type(block) is not dict:
                     plain = False
-                elif block.get("type") == "tool_result":
+                elif block.get("type") == tool_result:
                     result = block.get("content")
-                    if not (type(result) is str and result.startswith(prefix)) and (
-                        message.get("role") not in system_roles
-                    ):
-                        due.append(dialects.Slot(block, "content", _id(block.get("tool_use_id"))))
+                    if type(result) is not str or not result.startswith(prefix):
+                        _add_block_slot(message, block, due)
         role = message.get("role")
-        if role == "assistant":
-            if "tool_calls" in message and not _tool_calls_plain(message):
-                plain = False
-        elif role == "tool" or (role is None and "output" in message):
-            for slot in dialects.result_slots(message):
-                if slot.holder is message and not is_truncated(message.get(slot.key)):
-                    due.append(slot)
+        if role != "user":
+            plain &= _other_slots(message, role, due)
     return due, plain
+
+
+def _add_block_slot(
+    message: dict[str, Any], block: dict[str, Any], due: list[dialects.Slot]
+) -> None:
+    if message.get("role") not in dialects.SYSTEM_ROLES:
+        due.append(block_slot(block))
+
+
+def _other_slots(message: dict[str, Any], role: Any, due: list[dialects.Slot]) -> bool:
+    """The result slots of a Chat ``tool`` message or a Responses result item that are
+    not markers yet; False when an assistant message's ``tool_calls`` hold an SDK object."""
+    if role == "assistant":
+        return "tool_calls" not in message or plain_tool_calls(message)
+    if role == TOOL_ROLE or (role is None and RESULT_KEY in message):
+        slot = dialects.own_result_slot(message)
+        if slot is not None and not is_truncated(message.get(slot.key)):
+            due.append(slot)
+    return True
 
 
 def holds_objects(messages: Sequence[Any], start: int = 0) -> bool:
     """True when a message from ``start`` on is not a dict, or holds something other
     than a dict in its ``content`` list or its ``tool_calls`` (an SDK object)."""
-    for message in islice(messages, start, None):
-        if type(message) is not dict:
-            return True
-        content = message.get("content")
-        if type(content) is list and not all(type(block) is dict for block in content):
-            return True
-        if "tool_calls" in message and not _tool_calls_plain(message):
-            return True
-    return False
-
-
-def _id(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+    return dialects.holds_objects(islice(messages, start, None))
 
 
 def plan_micro(messages: Sequence[Any], keep_recent: int) -> list[Due] | None:
@@ -334,29 +333,38 @@ def select_micro(
     or a full compaction is forced), so the prefix of the history changes rarely
     and in one go.
     """
-    exclude = options.exclude_tools
-    min_chars = options.min_chars
-    chosen = [
-        due
-        for due in planned
-        if due.record["tool_name"] not in exclude and (min_chars is None or due.chars >= min_chars)
-    ]
-    if not chosen or (min_chars is None and not options.clear_at_least):
+    chosen = _eligible(planned, options)
+    if not chosen or (options.min_chars is None and not options.clear_at_least):
         return chosen
     freed = [_freed_quarters(due) for due in chosen]
-    if min_chars is not None:
-        kept = [
-            (due, saved)
-            for due, saved in zip(chosen, freed, strict=True)
-            if not _would_grow(due, saved)
-        ]
-        chosen = [due for due, _ in kept]
-        freed = [saved for _, saved in kept]
+    if options.min_chars is not None:
+        chosen, freed = _shrinking(chosen, freed)
     if not chosen or not options.clear_at_least:
         return chosen
     if quarters_to_tokens(sum(freed)) >= options.clear_at_least or must_clear():
         return chosen
     return []
+
+
+def _eligible(planned: Sequence[Due], options: MicroOptions) -> list[Due]:
+    """The planned results not of an excluded tool, nor shorter than ``min_chars``."""
+    exclude = options.exclude_tools
+    min_chars = options.min_chars
+    return [
+        due
+        for due in planned
+        if due.record["tool_name"] not in exclude and (min_chars is None or due.chars >= min_chars)
+    ]
+
+
+def _shrinking(chosen: list[Due], freed: list[int]) -> tuple[list[Due], list[int]]:
+    """The results (with what each frees) that their marker shrinks."""
+    kept = [
+        (due, saved)
+        for due, saved in zip(chosen, freed, strict=True)
+        if not _would_grow(due, saved)
+    ]
+    return [due for due, _ in kept], [saved for _, saved in kept]
 
 
 def changes_prefix(messages: Sequence[Any], undo: Undo) -> bool:

@@ -11,13 +11,12 @@ one half away; these helpers let a caller check a history and fix it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Literal, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Literal, NamedTuple
 
 from bareagent_compact import dialects
 from bareagent_compact.plain import plain_messages, plain_view
 from bareagent_compact.protocols import Message
-from bareagent_compact.serialize import render_block, render_content, render_message
 from bareagent_compact.validate import validate_messages
 
 
@@ -35,28 +34,38 @@ class Orphan(NamedTuple):
     tool_use_id: str | None
 
 
+_CALL_KINDS: Final = (dialects.Kind.ASSISTANT,)
+_RESULT_KINDS: Final = (dialects.Kind.RESULTS, dialects.Kind.RESULT)
+
+
+def _turn_ids(
+    messages: Sequence[Message],
+    turn: list[int] | None,
+    kinds: tuple[dialects.Kind, ...],
+    ids_of: Callable[[Message], set[str]],
+) -> set[str]:
+    """The ids ``ids_of`` reads in the messages of ``turn``, when its first message is
+    one of ``kinds``; empty otherwise (or without a turn)."""
+    if turn is None or dialects.kind(messages[turn[0]]) not in kinds:
+        return set()
+    found: set[str] = set()
+    for index in turn:
+        found |= ids_of(messages[index])
+    return found
+
+
 def _orphans(messages: Sequence[Message]) -> list[Orphan]:
     turns = dialects.dialogue_turns(messages)
     orphans: list[Orphan] = []
-    results_kinds = (dialects.Kind.RESULTS, dialects.Kind.RESULT)
     for position, turn in enumerate(turns):
-        calls_before: set[str] = set()
-        if position > 0:
-            previous = turns[position - 1]
-            if dialects.kind(messages[previous[0]]) is dialects.Kind.ASSISTANT:
-                for index in previous:
-                    calls_before |= dialects.call_ids(messages[index])
-        answers: set[str] = set()
-        has_next = position + 1 < len(turns)
-        if has_next:
-            following = turns[position + 1]
-            if dialects.kind(messages[following[0]]) in results_kinds:
-                for index in following:
-                    answers |= dialects.result_ids(messages[index])
+        previous = turns[position - 1] if position > 0 else None
+        following = turns[position + 1] if position + 1 < len(turns) else None
+        calls_before = _turn_ids(messages, previous, _CALL_KINDS, dialects.call_ids)
+        answers = _turn_ids(messages, following, _RESULT_KINDS, dialects.result_ids)
         for index in turn:
             message = messages[index]
             for call in dialects.calls(message):
-                if has_next and call.call_id not in answers:
+                if following is not None and call.call_id not in answers:
                     orphans.append(Orphan("tool_use", index, call.position, call.call_id))
             for result_position, call_id in dialects.results(message):
                 if call_id not in calls_before:
@@ -81,68 +90,6 @@ def find_orphans(messages: Sequence[Any]) -> list[Orphan]:
     return _orphans(view)
 
 
-def _orphaned_result_text(content: Any, tool_use_id: str | None, is_error: bool) -> str:
-    status = ", error" if is_error else ""
-    return f"(result of tool call {tool_use_id}{status}, whose call is not in the history)"
-
-
-def _orphaned_result_blocks(block: dict[str, Any], tool_use_id: str | None) -> list[Any]:
-    """What an orphaned ``tool_result`` becomes: a text header, then its own blocks."""
-    header = _orphaned_result_text(None, tool_use_id, bool(block.get("is_error")))
-    content = block.get("content")
-    if isinstance(content, list):
-        return [{"type": "text", "text": header}, *content]
-    return [{"type": "text", "text": f"{header} {render_content(content, {})}"}]
-
-
-def _call_text(call_id: str | None, rendering: str) -> str:
-    return f"(tool call {call_id} without a result) {rendering}"
-
-
-def _repair_blocks(message: Message, broken: dict[int, Orphan]) -> None:
-    """Anthropic: orphaned blocks become text; remaining results move to the front."""
-    results: list[Any] = []
-    others: list[Any] = []
-    for b_index, block in enumerate(message["content"]):
-        found = broken.get(b_index)
-        if found is None:
-            (results if _is_block(block, "tool_result") else others).append(block)
-        elif found.kind == "tool_result":
-            others.extend(_orphaned_result_blocks(block, found.tool_use_id))
-        else:
-            text = _call_text(found.tool_use_id, render_block(block, {}))
-            others.append({"type": "text", "text": text})
-    # Tool results must open a message; the converted text follows them.
-    message["content"] = results + others
-
-
-def _repair_chat_calls(message: Message, broken: dict[int, Orphan]) -> None:
-    """Chat: orphaned entries leave ``tool_calls`` and are appended to the text."""
-    kept: list[Any] = []
-    texts: list[str] = []
-    for position, call in enumerate(message["tool_calls"]):
-        found = broken.get(position)
-        if found is None:
-            kept.append(call)
-            continue
-        rendering = render_message({"role": "assistant", "tool_calls": [call]}, {})
-        texts.append(_call_text(found.tool_use_id, rendering))
-    content = message.get("content")
-    if isinstance(content, list):
-        message["content"] = [*content, *({"type": "text", "text": t} for t in texts)]
-    else:
-        message["content"] = "\n".join([*([content] if content else []), *texts])
-    if kept:
-        message["tool_calls"] = kept
-    else:
-        del message["tool_calls"]
-
-
-def _replace(message: Message, new: Message) -> None:
-    message.clear()
-    message.update(new)
-
-
 def _repair_once(messages: list[Message], orphans: list[Orphan]) -> None:
     by_message: dict[int, dict[int, Orphan]] = {}
     for orphan in orphans:
@@ -150,32 +97,8 @@ def _repair_once(messages: list[Message], orphans: list[Orphan]) -> None:
     moved: set[int] = set()
     for m_index, broken in by_message.items():
         message = messages[m_index]
-        item_type = message.get("type")
-        if isinstance(item_type, str) and item_type != "message":
-            orphan = broken[0]
-            if orphan.kind == "tool_result":
-                header = _orphaned_result_text(None, orphan.tool_use_id, False)
-                text = f"{header} {render_content(message.get('output'), {})}"
-                _replace(message, {"role": "user", "content": text})
-                moved.add(id(message))
-            else:
-                # An assistant message item stays part of the assistant turn.
-                text = _call_text(orphan.tool_use_id, render_message(message, {}))
-                part = {"type": "output_text", "text": text, "annotations": []}
-                _replace(message, {"type": "message", "role": "assistant", "content": [part]})
-        elif message.get("role") == "tool":
-            orphan = broken[0]
-            header = _orphaned_result_text(None, orphan.tool_use_id, False)
-            text = f"{header} {render_content(message.get('content'), {})}"
-            _replace(message, {"role": "user", "content": text})
+        if dialects.rewrite_unpaired(message, broken):
             moved.add(id(message))
-        else:
-            blocks = {i: o for i, o in broken.items() if _in_content(message, o)}
-            chat = {i: o for i, o in broken.items() if not _in_content(message, o)}
-            if blocks:
-                _repair_blocks(message, blocks)
-            if chat:
-                _repair_chat_calls(message, chat)
     if moved:
         _move_after_results(messages, moved)
 
@@ -199,23 +122,6 @@ def _move_after_results(messages: list[Message], moved: set[int]) -> None:
         index = max(end, index + 1)
 
 
-def _in_content(message: Message, orphan: Orphan) -> bool:
-    """True when the orphan is a block of ``content`` (not a Chat ``tool_calls`` entry)."""
-    if orphan.kind == "tool_result":
-        return True
-    content = message.get("content")
-    return (
-        isinstance(content, list)
-        and orphan.block_index < len(content)
-        and _is_block(content[orphan.block_index], "tool_use")
-        and content[orphan.block_index].get("id") == orphan.tool_use_id
-    )
-
-
-def _is_block(block: Any, block_type: str) -> bool:
-    return isinstance(block, dict) and block.get("type") == block_type
-
-
 def _unalias(messages: list[Message]) -> None:
     """Give every repeated message object after its first place a copy of its own,
     so that a repair computed for one place is applied to that place only."""
@@ -223,7 +129,7 @@ def _unalias(messages: list[Message]) -> None:
     for index, message in enumerate(messages):
         if id(message) in seen:
             copied = dict(message)
-            for key in ("content", "tool_calls"):
+            for key in dialects.NESTED_KEYS:
                 if isinstance(copied.get(key), list):
                     copied[key] = list(copied[key])
             messages[index] = copied

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import MutableSequence, Sequence
-from typing import Any, Final
+from typing import Any
 
+from bareagent_compact.dialects import NESTED_KEYS, holds_objects
+from bareagent_compact.dialects.openai_chat import request_shape
 from bareagent_compact.validate import not_a_dict, not_a_list
 
 logger = logging.getLogger(__name__)
-
-_CHAT_RESPONSE_ONLY: Final = ("annotations", "parsed")
-_NESTED_KEYS: Final = ("content", "tool_calls")
 
 
 def is_model(value: object) -> bool:
@@ -40,22 +39,7 @@ def dump_model(value: Any) -> dict[str, Any]:
         raise TypeError(
             f"{type(value).__name__}.model_dump() must return a dict, got {type(data).__name__}"
         )
-    data = {key: item for key, item in data.items() if item is not None}
-    function = data.get("function")
-    if isinstance(function, dict):  # a Chat tool call on its own
-        function.pop("parsed_arguments", None)
-    if data.get("role") == "assistant" and "type" not in data:
-        # A Chat Completions message: drop what only a response carries.
-        for key in _CHAT_RESPONSE_ONLY:
-            data.pop(key, None)
-        audio = data.get("audio")
-        if isinstance(audio, dict):
-            data["audio"] = {"id": audio["id"]} if "id" in audio else audio
-        for call in data.get("tool_calls") or ():
-            function = call.get("function") if isinstance(call, dict) else None
-            if isinstance(function, dict):
-                function.pop("parsed_arguments", None)  # from .parse(): not request input
-    return data
+    return request_shape({key: item for key, item in data.items() if item is not None})
 
 
 def plain_messages(messages: MutableSequence[Any]) -> int:
@@ -70,29 +54,21 @@ def plain_messages(messages: MutableSequence[Any]) -> int:
         raise not_a_list(messages)
     # Runs every turn over the whole history: a plain history is read once, with
     # exact type checks and no call per item.
-    found = False
-    for message in messages:
-        if type(message) is dict:
-            content = message.get("content")
-            if type(content) is list:
-                for item in content:
-                    if type(item) is not dict:
-                        found = True
-                        break
-            if "tool_calls" in message:
-                calls = message["tool_calls"]
-                if type(calls) is list:
-                    for item in calls:
-                        if type(item) is not dict:
-                            found = True
-                            break
-        else:
-            found = True
-        if found:
-            break
-    if not found:
+    if not holds_objects(messages):
         return 0
     return _convert(messages)
+
+
+def _nested_objects(message: dict[str, Any]) -> list[tuple[list[Any], int]]:
+    """Where the SDK objects inside ``message``'s nested lists are: ``(list, index)``."""
+    found: list[tuple[list[Any], int]] = []
+    for key in NESTED_KEYS:
+        items = message.get(key)
+        if type(items) is list:
+            found.extend(
+                (items, position) for position, item in enumerate(items) if _is_object(item)
+            )
+    return found
 
 
 def _convert(messages: MutableSequence[Any]) -> int:
@@ -100,12 +76,7 @@ def _convert(messages: MutableSequence[Any]) -> int:
     nested: list[tuple[list[Any], int]] = []
     for index, message in enumerate(messages):
         if isinstance(message, dict):
-            for key in _NESTED_KEYS:
-                items = message.get(key)
-                if type(items) is list:
-                    for position, item in enumerate(items):
-                        if type(item) is not dict and is_model(item):
-                            nested.append((items, position))
+            nested.extend(_nested_objects(message))
         elif is_model(message):
             top.append(index)
         else:
@@ -130,28 +101,30 @@ def plain_view(messages: Sequence[Any]) -> list[Any]:
         raise not_a_list(messages)
     view: list[Any] | None = None
     for index, message in enumerate(messages):
-        if isinstance(message, dict):
-            copied: dict[str, Any] | None = None
-            for key in _NESTED_KEYS:
-                items = message.get(key)
-                if type(items) is list and any(
-                    type(item) is not dict and is_model(item) for item in items
-                ):
-                    copied = dict(message) if copied is None else copied
-                    copied[key] = [
-                        dump_model(item) if type(item) is not dict and is_model(item) else item
-                        for item in items
-                    ]
-            if copied is None:
-                continue
-            replacement: Any = copied
-        elif is_model(message):
-            replacement = dump_model(message)
-        else:
-            continue  # left for the caller's own check to report
+        replacement = _plain_copy(message)
+        if replacement is None:
+            continue
         if view is None:
             view = list(messages)
         view[index] = replacement
     if view is None:
         return messages if isinstance(messages, list) else list(messages)
     return view
+
+
+def _plain_copy(message: Any) -> dict[str, Any] | None:
+    """A plain copy of ``message`` when it is, or holds, an SDK object; else ``None``
+    (a value that is neither a dict nor an object is left for the caller to report)."""
+    if not isinstance(message, dict):
+        return dump_model(message) if is_model(message) else None
+    copied: dict[str, Any] | None = None
+    for key in NESTED_KEYS:
+        items = message.get(key)
+        if type(items) is list and any(_is_object(item) for item in items):
+            copied = dict(message) if copied is None else copied
+            copied[key] = [dump_model(item) if _is_object(item) else item for item in items]
+    return copied
+
+
+def _is_object(item: Any) -> bool:
+    return type(item) is not dict and is_model(item)

@@ -30,9 +30,11 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from bareagent_compact._json import to_json
-from bareagent_compact.dialects import CALL_ITEM_NAMES, RESULT_ITEM_TYPES
+from bareagent_compact._limits import MAX_DEPTH as MAX_DEPTH  # noqa: PLC0414 (re-exported)
+from bareagent_compact._limits import too_deep
+from bareagent_compact.dialects import openai_chat, openai_responses
+from bareagent_compact.dialects.anthropic import TOOL_USE
 from bareagent_compact.plain import dump_model, is_model
-from bareagent_compact.protocols import Message
 from bareagent_compact.validate import not_a_dict, not_a_list
 
 CJK_RANGES: Final[tuple[tuple[int, int], ...]] = (
@@ -47,11 +49,6 @@ CJK_RANGES: Final[tuple[tuple[int, int], ...]] = (
     (0x2F800, 0x2FA1F),  # CJK compatibility ideographs supplement
 )
 """Code point ranges (inclusive) that weigh as CJK."""
-
-CJK_WEIGHT: Final = 1.5
-ALNUM_WEIGHT: Final = 0.25
-SPACE_WEIGHT: Final = 0.25
-OTHER_WEIGHT: Final = 0.5
 
 # Weights in quarters, so that sums stay exact integers.
 _CJK_Q: Final = 6
@@ -316,14 +313,6 @@ def _strings_quarters(strings: list[str]) -> int:
     return quarters
 
 
-MAX_DEPTH: Final = 200
-"""How deeply content may nest (lists in blocks in lists ...) before it is refused."""
-
-
-def _too_deep() -> ValueError:
-    return ValueError(f"message content is nested more than {MAX_DEPTH} levels deep")
-
-
 class _Parts:
     """The strings whose weights make up some content, gathered in order.
 
@@ -340,25 +329,18 @@ class _Parts:
 
     def add(self, values: Iterable[Any], depth: int) -> None:
         """Gather the parts of each of ``values``, found ``depth`` levels deep."""
-        strings = self.strings
-        add_string = strings.append
+        # The hot loop of the estimate: a block's text and content are read inline
+        # (measured: a call per block costs a few per cent of every turn).
+        add_string = self.strings.append
         for value in values:
             if isinstance(value, dict) and "type" in value:
-                # A block: tool_use counts its name and input, others their text and content.
+                # A block (see dialects.anthropic): tool_use counts its name and
+                # input, others their text and content.
                 if depth > MAX_DEPTH:
-                    raise _too_deep()
+                    raise too_deep()
                 get = value.get
-                if get("type") == "tool_use":
-                    name = get("name")
-                    if isinstance(name, str):
-                        add_string(name)
-                    elif name is not None:
-                        self.add((name,), depth + 1)
-                    tool_input = get("input")
-                    if isinstance(tool_input, str):
-                        add_string(tool_input)
-                    elif "input" in value:
-                        self.json_values.append(tool_input)
+                if get("type") == TOOL_USE:
+                    self._add_tool_use(value, depth)
                     continue
                 text = get("text")
                 if isinstance(text, str):
@@ -370,19 +352,34 @@ class _Parts:
                     add_string(content)
                 elif content is not None:
                     self.add((content,), depth + 1)
-            elif isinstance(value, str):
-                add_string(value)
-            elif value is None:
-                continue
-            elif depth > MAX_DEPTH:
-                raise _too_deep()
-            elif isinstance(value, list):
-                self.add(value, depth + 1)
-            elif is_model(value):
-                self.add((dump_model(value),), depth + 1)  # an SDK object: what it stands for
-            else:
-                # Numbers, booleans, dicts without a type (data), ...: their JSON text.
-                self.json_values.append(value)
+            elif value is not None:
+                self._add_value(value, depth)
+
+    def _add_tool_use(self, block: dict[str, Any], depth: int) -> None:
+        name = block.get("name")
+        if isinstance(name, str):
+            self.strings.append(name)
+        elif name is not None:
+            self.add((name,), depth + 1)
+        tool_input = block.get("input")
+        if isinstance(tool_input, str):
+            self.strings.append(tool_input)
+        elif "input" in block:
+            self.json_values.append(tool_input)
+
+    def _add_value(self, value: Any, depth: int) -> None:
+        """Anything but a block or ``None``: a string as it is, a list's items, an SDK
+        object's dict, else (numbers, booleans, dicts without a type ...) its JSON text."""
+        if isinstance(value, str):
+            self.strings.append(value)
+        elif depth > MAX_DEPTH:
+            raise too_deep()
+        elif isinstance(value, list):
+            self.add(value, depth + 1)
+        elif is_model(value):
+            self.add((dump_model(value),), depth + 1)  # an SDK object: what it stands for
+        else:
+            self.json_values.append(value)
 
     def check_json(self) -> None:
         """Encode the pending JSON values one by one, raising the first error met."""
@@ -425,57 +422,6 @@ def quarters_to_tokens(quarters: int) -> int:
     return -(-quarters // 4)
 
 
-def _add_arguments(parts: _Parts, arguments: Any) -> None:
-    """Tool-call arguments: a string (OpenAI's JSON text) as it is, else its JSON text."""
-    if isinstance(arguments, str):
-        parts.strings.append(arguments)
-    elif arguments is not None:
-        parts.json_values.append(arguments)
-
-
-def _add_dialect_parts(parts: _Parts, message: Message) -> None:
-    """The parts of an OpenAI message that are not in its ``content``.
-
-    Chat ``tool_calls`` count each function's name and arguments, as an Anthropic
-    ``tool_use`` block counts its name and input. A Responses item counts what it
-    carries: a call its name and arguments, a result its ``output``, reasoning its
-    summary text; an item of another type (opaque data) its JSON text.
-    """
-    tool_calls = message.get("tool_calls")
-    if isinstance(tool_calls, list):
-        for call in tool_calls:
-            function = call.get("function") if isinstance(call, dict) else None
-            if isinstance(function, dict):
-                name = function.get("name")
-                if isinstance(name, str):
-                    parts.strings.append(name)
-                _add_arguments(parts, function.get("arguments"))
-    item_type = message.get("type")
-    if not isinstance(item_type, str) or item_type == "message":
-        return
-    if item_type in CALL_ITEM_NAMES:
-        name = message.get("name")
-        if isinstance(name, str):
-            parts.strings.append(name)
-        _add_arguments(
-            parts, message.get("arguments", message.get("input", message.get("action")))
-        )
-    elif item_type in RESULT_ITEM_TYPES:
-        output = message.get("output")
-        if isinstance(output, str):
-            parts.strings.append(output)
-        elif isinstance(output, list):
-            parts.add(output, 1)
-        elif output is not None:
-            parts.add((output,), 0)
-    elif item_type == "reasoning":
-        summary = message.get("summary")
-        if isinstance(summary, list):
-            parts.add(summary, 1)
-    elif "content" not in message:
-        parts.json_values.append(message)
-
-
 def estimate_tokens(messages: list[Any]) -> int:
     """Estimate the tokens of ``messages`` by character weights (SPEC 11.5).
 
@@ -485,23 +431,38 @@ def estimate_tokens(messages: list[Any]) -> int:
     if not isinstance(messages, list):
         raise not_a_list(messages)
     parts = _Parts()
-    strings = parts.strings
     try:
-        for index, message in enumerate(messages):
-            if not isinstance(message, dict):
-                if not is_model(message):
-                    raise not_a_dict(index, message)
-                message = dump_model(message)  # noqa: PLW2901 (an SDK object: its dict)
-            content = message.get("content")
-            if isinstance(content, str):
-                strings.append(content)
-            elif isinstance(content, list):
-                parts.add(content, 1)
-            elif content is not None:
-                parts.add((content,), 0)
-            if "tool_calls" in message or "type" in message:
-                _add_dialect_parts(parts, message)
+        _gather(parts, messages)
     except Exception:
         parts.check_json()
         raise
     return quarters_to_tokens(parts.quarters())
+
+
+def _gather(parts: _Parts, messages: list[Any]) -> None:
+    """Gather the parts of every message: its ``content``, and what the dialect layer
+    says it weighs beside (Chat tool calls, Responses items)."""
+    strings = parts.strings
+    add = parts.add
+    add_calls = openai_chat.add_parts
+    add_item = openai_responses.add_parts
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            message = _as_dict(index, message)  # noqa: PLW2901 (an SDK object: its dict)
+        content = message.get("content")
+        if isinstance(content, str):
+            strings.append(content)
+        elif isinstance(content, list):
+            add(content, 1)
+        elif content is not None:
+            add((content,), 0)
+        if "tool_calls" in message:
+            add_calls(parts, message)
+        if "type" in message:
+            add_item(parts, message)
+
+
+def _as_dict(index: int, message: Any) -> dict[str, Any]:
+    if not is_model(message):
+        raise not_a_dict(index, message)
+    return dump_model(message)
