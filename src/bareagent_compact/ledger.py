@@ -31,8 +31,9 @@ from itertools import compress, repeat
 from operator import add, attrgetter, eq, mul, not_, sub
 from typing import Any, Final
 
+from bareagent_compact._limits import MAX_DEPTH, too_deep
 from bareagent_compact.protocols import Message
-from bareagent_compact.tokens import MAX_DEPTH, estimate_tokens
+from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.validate import check_int, not_a_dict, not_a_list
 
 logger = logging.getLogger(__name__)
@@ -170,8 +171,6 @@ _PAYLOAD: Final = 256
 """Strings longer than this that are encoded payloads are not read as text."""
 
 
-def _too_deep() -> ValueError:
-    return ValueError(f"message content is nested more than {MAX_DEPTH} levels deep")
 
 
 def _read(value: dict[Any, Any] | list[Any], strings: list[str], media: list[int]) -> Any:
@@ -194,7 +193,7 @@ def _read_dict(
     """:func:`_read` of a dict: decides whether it is a data dict (``data``, or
     neither ``role`` nor ``type``) or a message or block, and counts its media."""
     if depth > MAX_DEPTH:
-        raise _too_deep()
+        raise too_deep()
     keys = data or not ("type" in value or "role" in value)
     block_type = value.get("type")
     if type(block_type) is str and block_type in _MEDIA_TYPES:
@@ -264,7 +263,7 @@ def _read_list(
 ) -> list[Any]:
     """:func:`_read` of a list: its items are read as the values of its dict."""
     if depth > MAX_DEPTH:
-        raise _too_deep()
+        raise too_deep()
     add = strings.append
     items: list[Any] = []
     for item in value:
