@@ -50,6 +50,9 @@ class Reason(str, enum.Enum):
     """Only the previous summary is left to summarise (not forced)."""
     SKIPPED_BY_HOOK = "skipped by before_compact"
     """The ``before_compact`` hook returned ``False``."""
+    SUMMARY_BUDGET_TOO_SMALL = "summary input budget too small for the history"
+    """The summary system prompt left less than half of ``summary_input_tokens`` for
+    the history (in the compactor's count), even with the instructions left out."""
 
     def __str__(self) -> str:
         return self.value
