@@ -333,12 +333,11 @@ def summarize_source(
     count: Counter,
     read: Reader,
 ) -> Generator[SummaryRequest, Any, Summarized]:
-    """Summarise ``source``: one request when ``spec_prompt`` fits ``budget``, else
-    the parts in order; halve the budget on a context overflow and start again.
-    ``spec_prompt`` is ``None`` when the source is known to be over the budget;
-    what follows ``base_prompt`` in ``system_prompt`` (instructions) may be cut.
-    ``rolling``: a previous summary opens the source, so ``lead_in`` opens the
-    first part as it does the one request."""
+    """Summarise ``source``: one request when ``spec_prompt`` (``None`` for a source
+    over the budget) fits, else the parts in order; halve the budget on a context
+    overflow and start again. What follows ``base_prompt`` in ``system_prompt``
+    (instructions) may be cut. ``rolling``: a previous summary opens the source,
+    so ``lead_in`` opens the first part as it does the one request."""
     calls = 0
     base_tokens = count([{"role": "system", "content": base_prompt or system_prompt}])
     for _ in range(MAX_HALVINGS + 1):
