@@ -226,7 +226,7 @@ def test_switching_to_a_caller_counter_leaves_the_ledger() -> None:
 # d. The lead-in survives a summary in parts.
 def test_rolling_lead_in_is_kept_when_the_source_is_summarized_in_parts() -> None:
     provider = RecordingProvider()
-    compactor = Compactor(provider, language="en", summary_input_tokens=256)
+    compactor = Compactor(provider, language="en", summary_input_tokens=512)
     messages = chat(turns=1, size=5)
     compactor(messages, force=True)
     messages += chat(turns=12, size=40)[1:]
@@ -238,8 +238,38 @@ def test_rolling_lead_in_is_kept_when_the_source_is_summarized_in_parts() -> Non
 
 def test_no_lead_in_opens_the_parts_without_a_previous_summary() -> None:
     provider = RecordingProvider()
-    result = Compactor(provider, language="en", summary_input_tokens=256)(
+    result = Compactor(provider, language="en", summary_input_tokens=512)(
         chat(turns=12, size=40), force=True
     )
     assert result.parts > 1
     assert not provider.prompts[0][1]["content"].startswith(ENGLISH_ROLLING_LEAD_IN)
+
+
+# A summary input budget the system prompt leaves no room in is refused.
+@pytest.mark.parametrize(
+    ("kwargs", "budget", "prompt"),
+    [
+        ({"summary_input_tokens": 300}, 300, 171),  # the default Chinese prompt
+        ({"summary_input_tokens": 1_000, "system_prompt": "Summarise it carefully. " * 120},
+         1_000, 750),
+    ],
+)
+def test_a_budget_too_small_for_the_system_prompt_is_refused_naming_both(
+    kwargs: dict[str, Any], budget: int, prompt: int
+) -> None:
+    with pytest.raises(ValueError, match=rf"summary_input_tokens={budget} .* of {prompt} tokens"):
+        Compactor(RecordingProvider(), **kwargs)
+
+
+def test_the_budget_is_checked_again_when_the_prompt_or_the_budget_changes() -> None:
+    compactor = Compactor(RecordingProvider(), language="en", summary_input_tokens=300)
+    before = compactor.options
+    with pytest.raises(ValueError, match=r"summary_input_tokens=300 .* of 171 tokens"):
+        compactor.language = "zh"
+    with pytest.raises(ValueError, match=r"summary_input_tokens=300 .* of 750 tokens"):
+        compactor.system_prompt = "Summarise it carefully. " * 120
+    with pytest.raises(ValueError, match=r"summary_input_tokens=256 .* use summary_input_tokens "
+                       r">= 286"):
+        compactor.summary_input_tokens = 256
+    assert compactor.options is before
+    compactor.summary_input_tokens = 286  # the least the English prompt allows

@@ -4,6 +4,10 @@ retries, back-off after failures, and refused inflated summaries."""
 from __future__ import annotations
 
 import asyncio
+import copy
+import logging
+import math
+import random
 import re
 from typing import Any
 
@@ -11,7 +15,21 @@ import pytest
 
 from bareagent_compact import Action, AsyncCompactor, Compactor, Reason
 from bareagent_compact.pipeline import BACKOFF_CAP
-from bareagent_compact.summarize import cut_middle, segments
+from bareagent_compact.prompts import (
+    CHINESE_ROLLING_LEAD_IN,
+    ENGLISH_ROLLING_LEAD_IN,
+    ENGLISH_SUMMARY_PROMPT,
+)
+from bareagent_compact.serialize import _serialize
+from bareagent_compact.summarize import (
+    MIN_BUDGET,
+    cut_middle,
+    history_room,
+    prompt_room,
+    segments,
+    summarize_source,
+)
+from bareagent_compact.tokens import estimate_tokens
 from conftest import RecordingProvider, tool_round
 
 MARKER = re.compile(r"MARKER\d+")
@@ -232,8 +250,8 @@ def test_a_counter_that_ignores_its_input_still_ends_in_a_bounded_number_of_call
 @pytest.mark.parametrize(
     "options",
     [
-        {"summary_input_tokens": 256},
-        {"summary_input_tokens": 1000, "system_prompt": "Summarise it carefully. " * 120},
+        {"summary_input_tokens": 454},  # the least the default prompt allows
+        {"summary_input_tokens": 1998, "system_prompt": "Summarise it carefully. " * 120},
         {"token_counter": lambda m: 70_000},
     ],
 )
@@ -242,6 +260,157 @@ def test_a_budget_eaten_by_the_prompt_itself_still_ends(options: dict[str, Any])
     for turn in range(5):
         messages += tool_round(f"t{turn}", "bash", "x " * 300)
     provider = RecordingProvider()
-    result = Compactor(provider, threshold=100, keep_recent=100, **options)(messages)
+    compactor = Compactor(provider, threshold=100, keep_recent=100, **options)
+    result = compactor(messages, instructions="Keep every path. " * 400)
     assert result.action in (Action.FULL, Action.FAILED)
     assert result.summary_calls == len(provider.prompts) <= 64
+    budget = compactor.summary_input_tokens
+    assert all(compactor.token_counter(prompt) <= budget for prompt in provider.prompts)
+
+
+# A summary request always has room for the history.
+HEAD = re.compile(r"M\d+:")
+HISTORY_START = re.compile(r"\[(?:user|assistant)\]\n(?:\[tool_result:\w+\] )?M\d+:")
+
+
+def random_source(rng: random.Random, budget: int) -> list[dict[str, Any]]:
+    """Messages each opening with its own ``M<n>:`` head: mostly small, some over
+    the whole budget, some Chinese, some tool rounds."""
+    messages: list[dict[str, Any]] = []
+    for number in range(rng.randint(1, 40)):
+        head = f"M{number}: "
+        weight = rng.choice([1, 1, 1, 2, 8, 40]) if rng.random() < 0.3 else 1
+        words = rng.randint(1, 60) * weight * max(1, budget // 400)
+        filler = ("数据" if rng.random() < 0.2 else "words ") * words
+        if rng.random() < 0.2:
+            call, result = tool_round(f"t{number}", "bash", head + filler)
+            call["content"].insert(0, {"type": "text", "text": head + "calling"})
+            messages += [call, result]
+        else:
+            role = "user" if number % 2 == 0 else "assistant"
+            messages.append({"role": role, "content": head + filler})
+    return messages
+
+
+def drive(generator: Any, answer: Any) -> tuple[Any, list[list[dict[str, Any]]]]:
+    """Run a summary generator to its end, answering every request with ``answer``."""
+    prompts: list[list[dict[str, Any]]] = []
+    try:
+        request = next(generator)
+        while True:
+            prompts.append(request.prompt)
+            request = generator.send(answer(request.prompt))
+    except StopIteration as stop:
+        return stop.value, prompts
+
+
+def source_tokens(source: list[dict[str, Any]]) -> int:
+    """The source's transcript, with room for a role line and a separator per message."""
+    return estimate_tokens([{"role": "user", "content": _serialize(source)}]) + 6 * len(source)
+
+
+def test_every_summary_request_fits_the_budget_and_leaves_the_history_its_share() -> None:
+    for seed in range(150):
+        rng = random.Random(seed)
+        budget = rng.randint(MIN_BUDGET, 6_000)
+        share = history_room(budget)
+        base_tokens = rng.randint(prompt_room(budget) // 2, prompt_room(budget))
+        base = "Summarise. " * (base_tokens // 3)  # 3 tokens each
+        extra = "\n\nAdditional instructions: " + "keep ids " * rng.randint(0, budget // 2)
+        lead_in = rng.choice([ENGLISH_ROLLING_LEAD_IN, CHINESE_ROLLING_LEAD_IN, ""])
+        source = random_source(rng, budget)
+        answer_words = rng.randint(1, budget // 3)
+        done, prompts = drive(
+            summarize_source(
+                source, None, system_prompt=base + extra, base_prompt=base, lead_in=lead_in,
+                rolling=rng.random() < 0.5, budget=budget, count=estimate_tokens,
+                read=lambda answer: (answer, None),
+            ),
+            lambda prompt, n=answer_words: "S " * n,
+        )
+        assert done.text is not None and done.reason is None, seed
+        seen: set[str] = set()
+        for prompt in prompts:
+            assert estimate_tokens(prompt) <= budget, seed
+            body = prompt[1]["content"]
+            start = HISTORY_START.search(body)
+            assert start is not None, seed  # every request carries some history
+            fixed = estimate_tokens([prompt[0], {"role": "user", "content": body[:start.start()]}])
+            assert budget - fixed >= share, seed
+            seen |= set(HEAD.findall(body))
+        assert seen == {HEAD.findall(_serialize([m]))[0] for m in source}, seed  # every head
+        assert len(prompts) <= 2 * math.ceil(source_tokens(source) / share) + 1, seed
+
+
+def test_a_320_turn_session_with_instructions_near_the_budget_takes_few_requests() -> None:
+    provider = RecordingProvider(answer="Summary of the part.")
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "agent"}]
+    for turn in range(320):
+        messages.append({"role": "user", "content": f"M{2 * turn}: look at src/m{turn}.py "
+                         + "and explain it " * 6})
+        messages.append({"role": "assistant", "content": f"M{2 * turn + 1}: it defines "
+                         + "several helpers " * 8})
+    messages.append({"role": "user", "content": "what next?"})
+    source = messages[1:-1]
+    compactor = Compactor(provider, language="en", summary_input_tokens=2_000, threshold=1_000)
+    result = compactor(messages, instructions="Keep every identifier and path. " * 230)
+    assert result.action is Action.FULL
+    assert all(estimate_tokens(prompt) <= 2_000 for prompt in provider.prompts)
+    bound = 2 * math.ceil(source_tokens(source) / history_room(2_000)) + 1
+    assert result.summary_calls == len(provider.prompts) <= bound  # 640 before: one per message
+    seen = {head for prompt in provider.prompts for head in HEAD.findall(prompt[1]["content"])}
+    assert seen == {f"M{n}:" for n in range(640)}
+
+
+def test_instructions_crowding_out_the_history_are_cut_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    provider = RecordingProvider()
+    messages = session(parts=6, part_chars=3_000)
+    compactor = Compactor(provider, language="en", summary_input_tokens=2_000, threshold=100)
+    with caplog.at_level(logging.INFO, logger="bareagent_compact"):
+        result = compactor(messages, instructions="Keep ids. " * 1_000)
+    assert result.action is Action.FULL
+    assert "instructions were cut" in caplog.text
+    system = provider.prompts[0][0]["content"]
+    assert system.startswith(ENGLISH_SUMMARY_PROMPT + "\n\nAdditional instructions: Keep ids.")
+    assert all(estimate_tokens(prompt) <= 2_000 for prompt in provider.prompts)
+
+
+def test_a_counter_leaving_no_room_for_the_history_fails_the_step_and_keeps_history(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    provider = RecordingProvider()
+    messages = session(parts=3, part_chars=300)
+    before = copy.deepcopy(messages)
+
+    def counter(batch: list[dict[str, Any]]) -> int:  # a system prompt of 40,000 tokens
+        return sum(40_000 if m.get("role") == "system" else 30_000 for m in batch)
+
+    compactor = Compactor(provider, token_counter=counter, threshold=5)
+    with caplog.at_level(logging.WARNING, logger="bareagent_compact"):
+        result = compactor(messages, force=True)
+    assert result.action is Action.FAILED
+    assert result.reason is Reason.SUMMARY_BUDGET_TOO_SMALL
+    assert result.summary_calls == 0 and not provider.prompts
+    assert messages == before
+    assert "no room for the history" in caplog.text
+
+
+def test_a_message_over_the_history_share_keeps_as_much_of_its_head_and_tail_as_fits() -> None:
+    provider = RecordingProvider()
+    huge = "HEAD " + "x" * 200_000 + " TAIL"
+    messages = [
+        {"role": "user", "content": "read the log"},
+        {"role": "assistant", "content": "reading"},
+        {"role": "user", "content": huge},
+        {"role": "assistant", "content": "that was long"},
+        {"role": "user", "content": "now?"},
+    ]
+    compactor = Compactor(provider, language="en", summary_input_tokens=2_000, threshold=100)
+    compactor(messages, instructions="Keep ids. " * 700)  # most of the budget
+    cut = [p[1]["content"] for p in provider.prompts if "characters cut here" in p[1]["content"]]
+    assert len(cut) == 1
+    assert "HEAD " in cut[0] and " TAIL" in cut[0]
+    kept = cut[0].count("x")
+    assert kept >= 4 * history_room(2_000) * 0.8  # most of the room, not a bare marker

@@ -24,7 +24,7 @@ from bareagent_compact.protocols import (
     BeforeCompactHook,
     TokenCounter,
 )
-from bareagent_compact.summarize import DEFAULT_SUMMARY_INPUT_TOKENS, MIN_BUDGET
+from bareagent_compact.summarize import DEFAULT_SUMMARY_INPUT_TOKENS, MIN_BUDGET, check_budget
 from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.validate import check_int
 
@@ -126,6 +126,10 @@ def derive(options: Options) -> Derived:
         clear_at_least=options.clear_at_least,
     )
     texts = _texts(options)
+    # The system prompt must leave the history its share of every summary request
+    # (in the built-in estimate; with a token_counter each request is checked too).
+    prompt = [{"role": "system", "content": texts.summary_prompt}]
+    check_budget(options.summary_input_tokens, estimate_tokens(prompt))
     counter = options.token_counter
     return Derived(
         keep_recent,

@@ -727,6 +727,7 @@ class CompactorBase(Generic[ProviderT]):
                 plan.source,
                 plan.prompt,
                 system_prompt=plan.system_prompt,
+                base_prompt=derived.system_prompt,
                 lead_in=derived.rolling_lead_in,
                 rolling=options.rolling_summaries
                 and is_own_output(plan.source[0], derived.acknowledgement),

@@ -56,6 +56,9 @@ class Reason(str, enum.Enum):
     """The last full compaction left the history over the threshold (what it must
     keep is that large), and too little new history has come since to be worth
     another summary (not forced)."""
+    SUMMARY_BUDGET_TOO_SMALL = "summary input budget too small for the history"
+    """The summary system prompt left less than half of ``summary_input_tokens`` for
+    the history (in the compactor's count), even with the instructions left out."""
 
     def __str__(self) -> str:
         return self.value

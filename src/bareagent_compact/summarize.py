@@ -2,10 +2,13 @@
 
 A summary source within the input budget is summarised in exactly the one call
 of the specification. A larger one is split into parts at turn boundaries
-(never between a tool call and its results), a part that alone is too large is
-cut in its middle with a visible marker, and the parts are summarised in order:
+(never between a tool call and its results; a turn over the history's share is
+split into its messages), a message that alone is over a request's room is cut
+in its middle with a visible marker, and the parts are summarised in order:
 each request carries the running summary of the parts before it, so the last
-answer covers the whole source. When the provider still says the request was
+answer covers the whole source. Every request leaves the history at least
+:data:`HISTORY_SHARE` of the budget: the lead-in, the instructions and the
+running summary give way first, else the step fails. When the provider still says the request was
 too long for its context window (:func:`~bareagent_compact.is_context_overflow`),
 the budget is halved and the summary started again, a bounded number of times.
 
@@ -16,16 +19,18 @@ Like the pipeline, this never calls the provider itself: it yields
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
 from bareagent_compact import dialects
 from bareagent_compact.overflow import is_context_overflow
+from bareagent_compact.plain import plain_view
 from bareagent_compact.prompts import SUMMARY_PREFIX
 from bareagent_compact.protocols import Message
 from bareagent_compact.result import Reason
-from bareagent_compact.serialize import _serialize
+from bareagent_compact.serialize import _escape_role_lines, _serialize, render_message, tool_names
 
 logger = logging.getLogger("bareagent_compact.compactor")
 
@@ -44,8 +49,60 @@ MAX_CUTS: Final = 8
 """A text over its room is cut at most this many times (a counter that ignores
 its input could otherwise never be satisfied)."""
 
+MARKER_TOKENS: Final = 24
+"""What the marker of a cut text weighs, about (its room is kept in tokens, so a
+cut Chinese text keeps as much of its head as an English one)."""
+
 MIN_BUDGET: Final = 256
-"""A budget is never halved below this."""
+"""The least ``summary_input_tokens``; a budget is never halved below it either."""
+
+HISTORY_SHARE: Final = 0.5
+"""The least share of every summary request left for the history itself: the
+system prompt, the instructions, the lead-in line and the running summary of
+the parts before share the rest. When they would take more, the lead-in is left
+out, then the instructions are cut, then the running summary is cut; when even
+the system prompt alone takes more, the step fails with
+``Reason.SUMMARY_BUDGET_TOO_SMALL``."""
+
+CARRY_SHARE: Final = 0.125
+"""The least share of a request kept for the running summary of the parts
+before, when it has to be cut to leave the history its share."""
+
+
+def history_room(budget: int) -> int:
+    """The tokens of a request of ``budget`` always left for the history."""
+    return math.ceil(budget * HISTORY_SHARE)
+
+
+def carry_room(budget: int) -> int:
+    """The tokens of a request of ``budget`` kept for the running summary at least."""
+    return int(budget * CARRY_SHARE)
+
+
+def prompt_room(budget: int) -> int:
+    """The most the system prompt may take of a request of ``budget``."""
+    return budget - history_room(budget) - carry_room(budget)
+
+
+def least_budget(prompt_tokens: int) -> int:
+    """The smallest budget whose :func:`prompt_room` holds ``prompt_tokens``."""
+    budget = max(MIN_BUDGET, int(prompt_tokens / (1 - HISTORY_SHARE - CARRY_SHARE)) - 2)
+    while prompt_room(budget) < prompt_tokens:
+        budget += 1
+    return budget
+
+
+def check_budget(budget: int, prompt_tokens: int) -> None:
+    """``ValueError`` when a system prompt of ``prompt_tokens`` leaves a request of
+    ``budget`` too little room for the history and the running summary."""
+    if prompt_tokens > prompt_room(budget):
+        raise ValueError(
+            f"summary_input_tokens={budget} is too small for the summary system prompt of "
+            f"{prompt_tokens} tokens: at least {history_room(budget)} tokens of every summary "
+            f"request are kept for the history and {carry_room(budget)} for the running "
+            f"summary; use summary_input_tokens >= {least_budget(prompt_tokens)} or a "
+            "shorter system_prompt"
+        )
 
 
 class SummaryRequest(NamedTuple):
@@ -84,33 +141,95 @@ def segments(source: Sequence[Message]) -> list[list[Message]]:
     return out
 
 
+def message_texts(segment: list[Message]) -> list[str]:
+    """Each message of ``segment`` rendered on its own, after its role line."""
+    plain = plain_view(segment)
+    names = tool_names(plain)
+    return [
+        f"[{dialects.role_label(m)}]\n" + _escape_role_lines(render_message(m, names))
+        for m in plain
+    ]
+
+
 def cut_middle(text: str, tokens: int, budget: int) -> str:
     """``text`` (``tokens`` long) cut to about ``budget`` tokens: its head and its
     tail, with a marker saying how much was cut between them."""
-    keep = max(0, int(len(text) * budget / max(tokens, 1)) - 80)
+    keep = max(0, int(len(text) * (budget - MARKER_TOKENS) / max(tokens, 1)))
     head, tail = keep // 2, keep - keep // 2
     cut = len(text) - head - tail
     marker = f"\n[... {cut} characters cut here to fit the summariser's input ...]\n"
     return text[:head] + marker + (text[-tail:] if tail else "")
 
 
+@dataclass(frozen=True, slots=True)
+class _Frame:
+    """The fixed parts of one request: its system prompt, the text before the
+    history (lead-in line, running summary) and their count together."""
+
+    system: str
+    opening: str
+    used: int
+
+
+def _opening(lead_in: str, carry: str) -> str:
+    return lead_in + (carry + "\n\n" if carry else "")
+
+
+class _Units:
+    """The source as transcript pieces, in order, with their sizes: a turn whole
+    when it is within the history's share, else each of its messages on its own
+    (so each gets its head into a request). Rendered one turn at a time."""
+
+    def __init__(self, source: Sequence[Message], size: Callable[[str], int], whole: int):
+        self._size = size
+        self._pieces = self._render(source, whole)
+        self._back: list[tuple[str, int]] = []
+
+    def _render(self, source: Sequence[Message], whole: int) -> Iterator[tuple[str, int]]:
+        for segment in segments(source):
+            text = _serialize(segment)
+            size = self._size(text)
+            if size <= whole or len(segment) == 1:
+                yield text, size
+                continue
+            del text
+            for piece in message_texts(segment):
+                yield piece, self._size(piece)
+
+    def peek(self) -> tuple[str, int] | None:
+        if not self._back:
+            self._back.append(next(self._pieces, ("", -1)))
+        return None if self._back[-1][1] < 0 else self._back[-1]
+
+    def pop(self) -> None:
+        self._back.pop()
+
+    def push_back(self, text: str) -> None:
+        self._back.append((text, self._size(text)))
+
+
 class _Budgeted:
     """Turns texts into prompts that fit a budget, counting with the compactor's counter."""
 
-    def __init__(self, system_prompt: str, count: Counter, budget: int) -> None:
+    def __init__(
+        self, system_prompt: str, count: Counter, budget: int, base_prompt: str | None = None
+    ) -> None:
         self.system_prompt = system_prompt
+        # What follows base_prompt in system_prompt (the instructions) may be cut.
+        known = base_prompt is not None and system_prompt.startswith(base_prompt)
+        self.base_prompt = base_prompt if known and base_prompt is not None else system_prompt
         self.count = count
         self.budget = budget
-        self.fixed = count([{"role": "system", "content": system_prompt}])
+        self._trims: set[str] = set()
 
     def size(self, text: str) -> int:
         return self.count([{"role": "user", "content": text}])
 
-    def prompt(self, text: str) -> list[Message]:
-        return [
-            {"role": "system", "content": self.system_prompt},
-            {"role": "user", "content": text},
-        ]
+    def total(self, system: str, body: str) -> int:
+        return self.count(self.prompt_of(system, body))
+
+    def prompt_of(self, system: str, body: str) -> list[Message]:
+        return [{"role": "system", "content": system}, {"role": "user", "content": body}]
 
     def fit(self, text: str, room: int) -> str:
         size = self.size(text)
@@ -123,23 +242,83 @@ class _Budgeted:
             target -= max(1, target // 20)  # the count of a cut text may still be over
         return text
 
+    def frame(self, lead_in: str, carry: str) -> _Frame | None:
+        """The fixed parts of a request, trimmed until the history has its share:
+        the lead-in is left out first, then the instructions are cut, then the
+        running summary (never below its own share); ``None`` (logged) when even
+        the system prompt alone leaves the history less than its share."""
+        limit = self.budget - history_room(self.budget)
+        for system, opening, trimmed in self._framings(lead_in, carry, limit):
+            used = self.total(system, opening)
+            if used <= limit:
+                if trimmed:  # a warning the first time, for each part after
+                    level = logging.INFO if trimmed in self._trims else logging.WARNING
+                    self._trims.add(trimmed)
+                    logger.log(level, "%s to leave the history %d of the summary request's %d "
+                               "tokens", trimmed, self.budget - used, self.budget)
+                return _Frame(system, opening, used)
+        logger.warning(
+            "the summary request has no room for the history: the summary system prompt "
+            "takes %d of summary_input_tokens=%d, and at least %d are kept for the history; "
+            "history left as it was", self.total(self.base_prompt, ""), self.budget,
+            history_room(self.budget))
+        return None
 
-def _parts(source: Sequence[Message], prompts: _Budgeted, room: int) -> Iterator[str]:
-    """The transcripts of consecutive segments of ``source``, each part fitting
-    ``room`` when it can (one segment at least). Built one part at a time, so a
-    huge source is never held as one transcript."""
-    current: list[str] = []
-    used = 0
-    for segment in segments(source):
-        piece = _serialize(segment)
-        size = prompts.size(piece)
-        if current and used + size > room:
-            yield "\n\n".join(current)
-            current, used = [], 0
-        current.append(piece)
-        used += size + 1
-    if current:
-        yield "\n\n".join(current)
+    def _framings(self, lead_in: str, carry: str, limit: int) -> Iterator[tuple[str, str, str]]:
+        """The candidate fixed parts, from the whole to the least."""
+        base, extra = self.base_prompt, self.system_prompt[len(self.base_prompt):]
+        yield self.system_prompt, _opening(lead_in, carry), ""
+        if lead_in:
+            yield self.system_prompt, _opening("", carry), "the lead-in line was left out"
+        if extra:
+            room = limit - self.total(base, _opening("", carry))
+            if room > 0:
+                cut = base + self.fit(extra, room)
+                yield cut, _opening("", carry), "the summary instructions were cut"
+            yield base, _opening("", carry), "the summary instructions were left out"
+        if carry:
+            room = limit - self.total(base, "") - 1
+            if room >= carry_room(self.budget):
+                yield base, _opening("", self.fit(carry, room)), (
+                    "the running summary was cut (lead-in and instructions left out)")
+
+    def fill(self, frame: _Frame, units: _Units) -> str | None:
+        """The body of one request: its opening, then as many pieces as fit the room
+        the fixed parts leave; a piece over the whole room is cut to its head and
+        tail. ``None`` when the counter never lets the request fit."""
+        room = self.budget - frame.used
+        taken: list[str] = []
+        used = 0
+        while (unit := units.peek()) is not None:
+            text, size = unit
+            if taken and used + size + 1 > room:
+                break
+            units.pop()
+            if size + 1 > room:
+                text = self.fit(text, room - 1)
+                size = self.size(text)
+            taken.append(text)
+            used += size + 1
+        return self._within(frame, taken, units)
+
+    def _within(self, frame: _Frame, taken: list[str], units: _Units) -> str | None:
+        """The body of ``taken``, checked against the budget in the counter's own
+        count of the whole request: the last pieces go back for the next request,
+        and a lone piece is cut further, while it is over."""
+        for _ in range(MAX_CUTS):
+            body = frame.opening + "\n\n".join(taken)
+            excess = self.total(frame.system, body) - self.budget
+            if excess <= 0:
+                return body
+            while len(taken) > 1 and excess > 0:
+                piece = taken.pop()
+                units.push_back(piece)
+                excess -= self.size(piece) + 1
+            if excess > 0:
+                taken[0] = self.fit(taken[0], max(1, self.size(taken[0]) - excess))
+        logger.warning("the summary request could not be brought within summary_input_tokens="
+                       "%d; history left as it was", self.budget)
+        return None
 
 
 def summarize_source(
@@ -147,40 +326,47 @@ def summarize_source(
     spec_prompt: list[Message] | None,
     *,
     system_prompt: str,
+    base_prompt: str | None = None,
     lead_in: str,
     rolling: bool = False,
     budget: int,
     count: Counter,
     read: Reader,
 ) -> Generator[SummaryRequest, Any, Summarized]:
-    """Summarise ``source``: one request when ``spec_prompt`` fits ``budget``, else
-    the parts in order; halve the budget on a context overflow and start again.
-    ``spec_prompt`` is ``None`` when the source is known to be over the budget.
-    ``rolling``: the source opens with a previous summary, so the first part is
-    introduced by ``lead_in`` as the one request is."""
+    """Summarise ``source``: one request when ``spec_prompt`` (``None`` for a source
+    over the budget) fits, else the parts in order; halve the budget on a context
+    overflow and start again. What follows ``base_prompt`` in ``system_prompt``
+    (instructions) may be cut. ``rolling``: a previous summary opens the source,
+    so ``lead_in`` opens the first part as it does the one request."""
     calls = 0
+    base_tokens = count([{"role": "system", "content": base_prompt or system_prompt}])
     for _ in range(MAX_HALVINGS + 1):
         if spec_prompt is not None and count(spec_prompt) <= budget:
             answer = yield SummaryRequest(spec_prompt)
             calls += 1
-            if _overflowed(answer) and budget // 2 >= MIN_BUDGET:
+            if _overflowed(answer) and _halvable(budget, base_tokens):
                 budget //= 2
                 logger.warning("the summary request was too long for the model; retrying "
                                "in parts of at most %d tokens", budget)
                 continue
             text, reason = read(answer)
             return Summarized(text, reason, calls, 1)
-        done = yield from _in_parts(
-            source, _Budgeted(system_prompt, count, budget), lead_in, rolling, read
-        )
+        prompts = _Budgeted(system_prompt, count, budget, base_prompt)
+        done = yield from _in_parts(source, prompts, lead_in, rolling, read)
         calls += done.calls
-        if done.reason is Reason.CONTEXT_OVERFLOW and budget // 2 >= MIN_BUDGET:
+        if done.reason is Reason.CONTEXT_OVERFLOW and _halvable(budget, base_tokens):
             budget //= 2
             logger.warning("a summary part was too long for the model; retrying in parts "
                            "of at most %d tokens", budget)
             continue
         return Summarized(done.text, done.reason, calls, done.parts)
     return Summarized(None, Reason.CONTEXT_OVERFLOW, calls, 0)
+
+
+def _halvable(budget: int, base_tokens: int) -> bool:
+    """Whether half of ``budget`` is still a budget, with room for the history."""
+    half = budget // 2
+    return half >= MIN_BUDGET and base_tokens <= prompt_room(half)
 
 
 def _overflowed(answer: Any) -> bool:
@@ -193,23 +379,20 @@ def _in_parts(
 ) -> Generator[SummaryRequest, Any, Summarized]:
     """The parts of ``source`` summarised in order, each request carrying the
     running summary so far after ``lead_in`` (also before the first part when
-    ``rolling``: a previous summary opens it)."""
-    budget = prompts.budget
-    # The running summary takes at most a quarter of the room; the parts the rest.
-    room = max(1, budget - prompts.fixed - prompts.size(lead_in))
-    part_room = max(1, room - room // 4)
+    ``rolling``: a previous summary opens it). Each part takes as much of the
+    source as the room the fixed parts leave, at least the history's share."""
+    units = _Units(source, prompts.size, history_room(prompts.budget))
     running: str | None = None
     calls = 0
-    for text in _parts(source, prompts, part_room):
-        if running is None:
-            body = (lead_in if rolling else "") + prompts.fit(text, room)
-        else:
-            previous = prompts.fit(f"[user]\n{SUMMARY_PREFIX}{running}", room // 4)
-            body = lead_in + previous + "\n\n" + prompts.fit(text, part_room)
-        del text
+    while units.peek() is not None:
+        carry = "" if running is None else f"[user]\n{SUMMARY_PREFIX}{running}"
+        frame = prompts.frame(lead_in if rolling or running is not None else "", carry)
+        body = None if frame is None else prompts.fill(frame, units)
+        if frame is None or body is None:
+            return Summarized(None, Reason.SUMMARY_BUDGET_TOO_SMALL, calls, calls)
         calls += 1
         logger.info("summarising part %d", calls)
-        answer = yield SummaryRequest(prompts.prompt(body))
+        answer = yield SummaryRequest(prompts.prompt_of(frame.system, body))
         del body
         if _overflowed(answer):
             return Summarized(None, Reason.CONTEXT_OVERFLOW, calls, calls)
