@@ -167,6 +167,20 @@ def test_sync_compactor_refuses_async_plug_ins_naming_async_compactor() -> None:
         Compactor(RecordingProvider(), archive=archive)
 
 
+@pytest.mark.parametrize("hook", ["before_compact", "after_compact", "archive"])
+def test_sync_compactor_refuses_async_hooks_at_construction_and_on_assignment(hook: str) -> None:
+    async def async_hook(*args: Any) -> None:
+        return None
+
+    with pytest.raises(TypeError, match=f"{hook} is an async function: use AsyncCompactor"):
+        Compactor(RecordingProvider(), **{hook: async_hook})
+    compactor = Compactor(RecordingProvider())
+    with pytest.raises(TypeError, match=f"{hook} is an async function: use AsyncCompactor"):
+        setattr(compactor, hook, async_hook)
+    assert getattr(compactor, hook) is None  # the refused value was not kept
+    AsyncCompactor(RecordingProvider(), **{hook: async_hook})  # the async twin awaits it
+
+
 def test_sync_compactor_fails_cleanly_on_an_awaitable_returned_at_call_time() -> None:
     async def later() -> str:
         return "summary"

@@ -50,6 +50,8 @@ class Compactor(CompactorBase[SummaryProvider]):
             ("provider", options.provider),
             ("transcript_mgr.save", getattr(options.transcript_mgr, "save", None)),
             ("archive", options.archive),
+            ("before_compact", options.before_compact),
+            ("after_compact", options.after_compact),
         ):
             if value is not None and is_async_callable(value):
                 raise TypeError(
