@@ -237,6 +237,33 @@ def test_bareagent_provider_empty_text_is_unusable_and_missing_text_a_type_error
         bareagent_provider(NS(create=Recorder(NS(content="x"))))(PROMPT)
 
 
+def test_bareagent_provider_checks_create_when_called_not_when_wrapped() -> None:
+    placeholder = NS()
+    summarize = bareagent_provider(placeholder)  # a placeholder at construction is fine
+    with pytest.raises(TypeError, match=r"callable create\(\.\.\.\) method, got SimpleNamespace"):
+        summarize(PROMPT)
+    placeholder.create = Recorder(NS(text="Goal: fix app.py."))  # the real one, set later
+    assert summarize(PROMPT) == "Goal: fix app.py."
+    with pytest.raises(TypeError, match="create"):
+        bareagent_provider(None)(PROMPT)
+    with pytest.raises(ValueError, match="max_tokens must be >= 1"):
+        bareagent_provider(placeholder, max_tokens=0)  # the arguments are still checked at once
+
+
+def test_a_placeholder_bareagent_provider_is_a_logged_provider_failure_in_the_loop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    compactor = Compactor(provider=bareagent_provider(object()), threshold=100)
+    messages = long_history()
+    before = [dict(m) for m in messages]
+    with caplog.at_level(logging.WARNING):
+        result = compactor(messages)
+    assert result.action is Action.FAILED
+    assert result.reason == "provider raised"
+    assert messages == before
+    assert "summary provider failed" in caplog.text
+
+
 # --------------------------------------------------------------------------- sync and async
 
 
@@ -347,8 +374,6 @@ def test_bad_clients_and_arguments_fail_at_construction() -> None:
         openai_chat_provider(NS(chat=None), "m")
     with pytest.raises(TypeError, match=r"responses\.create"):
         openai_responses_provider(NS(responses=NS(create="no")), "m")
-    with pytest.raises(TypeError, match="create"):
-        bareagent_provider(object())
     client = anthropic_client(anthropic_message(text_block("S")))
     with pytest.raises(TypeError, match="model must be a str"):
         anthropic_provider(client, None)  # type: ignore[call-overload]

@@ -448,10 +448,19 @@ def bareagent_provider(
     """A provider calling BareAgent's ``provider.create(messages=..., tools=[], max_tokens=...)``.
 
     The prompt is passed as it is (BareAgent keeps system messages in the list)
-    with no tools; the summary is the response's ``.text``.
+    with no tools; the summary is the response's ``.text``. ``provider.create``
+    is looked up at each call, not here, so a placeholder object may be wrapped
+    at construction: one without a callable ``create`` raises ``TypeError`` when
+    the summary is asked for (inside a compactor, a logged provider failure).
     """
-    create = _method(provider, "create")
     max_tokens = _check_max_tokens(max_tokens)
+    try:
+        found: Callable[..., Any] | None = _method(provider, "create")
+    except TypeError:
+        found = None  # a placeholder: sync unless is_async or its class says otherwise
+
+    def create(**body: Any) -> Any:
+        return _method(provider, "create")(**body)
 
     def request(prompt: Prompt) -> dict[str, Any]:
         _split_prompt(prompt)  # the same checks as the other providers
@@ -460,7 +469,7 @@ def bareagent_provider(
 
     return _sync_or_async(
         create,
-        _detect_async(provider, create, is_async),
+        _detect_async(provider, found or create, is_async),
         request,
         _read_bareagent,
         "bareagent_provider",
