@@ -48,6 +48,7 @@ from bareagent_compact.protocols import (
     TokenCounter,
     TranscriptManager,
 )
+from bareagent_compact.providers import adapter_hint, response_text
 from bareagent_compact.rebuild import (
     Plan,
     appended_only,
@@ -142,10 +143,14 @@ Steps: TypeAlias = Generator[Request, Any, CompactionResult]
 def summary_text(response: object) -> str | None:
     """Normalise a provider's answer to the summary text, or ``None`` when unusable.
 
-    Usable: a ``str``, or an object whose ``text`` attribute is a ``str``, holding
-    something other than whitespace.
+    Usable: a ``str``, an object whose ``text`` attribute is a ``str``, or an SDK
+    response returned as it is (an Anthropic ``Message``, an OpenAI
+    ``ChatCompletion`` or ``Response``, or their dicts; read as the provider
+    adapters read them), holding something other than whitespace.
     """
     text = response if isinstance(response, str) else getattr(response, "text", None)
+    if not isinstance(text, str):
+        text = response_text(response)
     if not isinstance(text, str) or not text.strip():
         return None
     return text
@@ -197,8 +202,9 @@ def _read_summary(answer: Outcome) -> tuple[str | None, Reason | None]:
         return None, Reason.PROVIDER_RAISED
     if summary is None:
         logger.warning(
-            "summary provider returned an unusable summary (%s); history left as it was",
+            "summary provider returned an unusable summary (%s%s); history left as it was",
             type(answer.value).__name__,
+            adapter_hint(answer.value),
         )
         return None, Reason.UNUSABLE_SUMMARY
     return summary, None
