@@ -67,6 +67,7 @@ class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
                     request = steps.send(await self._run(request))
             except StopIteration as done:
                 result: CompactionResult = done.value
+                self.last_result = result
                 return result
             finally:
                 steps.close()

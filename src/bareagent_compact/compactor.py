@@ -98,6 +98,7 @@ class Compactor(CompactorBase[SummaryProvider]):
                     request = steps.send(self._run(request))
             except StopIteration as done:
                 result: CompactionResult = done.value
+                self.last_result = result
                 return result
             finally:
                 steps.close()

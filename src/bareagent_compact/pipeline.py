@@ -222,6 +222,16 @@ def _archived(outcome: Outcome) -> bool:
     return True
 
 
+def _not_undoable(current: list[Any], result: CompactionResult) -> str:
+    """Why ``result`` cannot be undone on the history ``current``."""
+    if appended_only(current, result.replaced):
+        return "that compaction was already undone"
+    return (
+        "the history is not the one that compaction made (another list, or changed "
+        "since other than by appending, e.g. by a later compaction); it cannot be undone"
+    )
+
+
 BACKOFF_CAP: Final = 32
 """At most this many calls are skipped between two attempts after failures."""
 
@@ -314,6 +324,11 @@ class CompactorBase(Generic[ProviderT]):
     micro_min_chars = _Option[int | None, int | None]()
     exclude_tools = _Option[frozenset[str] | None, Any]()
     clear_at_least = _Option[int | None, int | None]()
+
+    last_result: CompactionResult | None = None
+    """The result of the latest call, whatever it did (``None`` before the first).
+    It is set before ``after_compact`` runs, so a full compaction interrupted or
+    cancelled in that hook can still be undone: ``undo(messages, last_result)``."""
 
     def __init__(
         self,
@@ -720,6 +735,7 @@ class CompactorBase(Generic[ProviderT]):
         self, result: CompactionResult, summary: str | None
     ) -> Generator[Request, Any, None]:
         """Tell ``after_compact`` how the attempt ended; a failing hook is ignored."""
+        self.last_result = result  # undoable even if the hook is interrupted
         hook = self._options.after_compact
         if hook is None:
             return
@@ -813,12 +829,15 @@ class CompactorBase(Generic[ProviderT]):
     def undo(self, messages: MutableSequence[Any], result: CompactionResult) -> bool:
         """Put back the history a full compaction replaced, in place; ``True`` if done.
 
-        ``result`` is the ``CompactionResult`` of that compaction. The messages
-        appended since it (or while it ran) are kept after the restored history.
-        A result that is not a full compaction replaced nothing: ``False``,
-        nothing changes. Raises ``ValueError`` when the history has changed since
-        other than by appending (for example by a later full compaction), and
-        ``TypeError`` for arguments of the wrong type.
+        ``result`` is the ``CompactionResult`` of that compaction (or
+        :attr:`last_result`, also set when ``after_compact`` was interrupted).
+        The messages appended since it (or while it ran) are kept after the
+        restored history. A result that is not a full compaction replaced
+        nothing: ``False``, nothing changes. A result already undone, or one
+        whose history is not ``messages`` (another list, or a history changed
+        since other than by appending, for example by a later full compaction)
+        is not undone either: ``False``, with a warning saying why. Arguments
+        of the wrong type are a ``TypeError``.
         """
         if not isinstance(result, CompactionResult):
             raise TypeError(f"result must be a CompactionResult, got {type(result).__name__}")
@@ -828,10 +847,8 @@ class CompactorBase(Generic[ProviderT]):
             return False
         current = list(messages)
         if not appended_only(current, result.rebuilt):
-            raise ValueError(
-                "the history has changed since that compaction other than by appending; "
-                "it cannot be undone"
-            )
+            logger.warning("undo: %s; nothing changed", _not_undoable(current, result))
+            return False
         undo_micro(list(result.truncations))  # the results truncated in that same call
         replace_all(messages, [*result.replaced, *current[len(result.rebuilt) :]])
         return True
