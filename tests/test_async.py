@@ -167,6 +167,20 @@ def test_sync_compactor_refuses_async_plug_ins_naming_async_compactor() -> None:
         Compactor(RecordingProvider(), archive=archive)
 
 
+@pytest.mark.parametrize("hook", ["before_compact", "after_compact", "archive"])
+def test_sync_compactor_refuses_async_hooks_at_construction_and_on_assignment(hook: str) -> None:
+    async def async_hook(*args: Any) -> None:
+        return None
+
+    with pytest.raises(TypeError, match=f"{hook} is an async function: use AsyncCompactor"):
+        Compactor(RecordingProvider(), **{hook: async_hook})
+    compactor = Compactor(RecordingProvider())
+    with pytest.raises(TypeError, match=f"{hook} is an async function: use AsyncCompactor"):
+        setattr(compactor, hook, async_hook)
+    assert getattr(compactor, hook) is None  # the refused value was not kept
+    AsyncCompactor(RecordingProvider(), **{hook: async_hook})  # the async twin awaits it
+
+
 def test_sync_compactor_fails_cleanly_on_an_awaitable_returned_at_call_time() -> None:
     async def later() -> str:
         return "summary"
@@ -304,3 +318,110 @@ def test_both_drivers_log_a_failed_archive_the_same_way(
         assert result.truncated == 0  # every result kept whole
         lines.append([r.getMessage() for r in caplog.records if "archive" in r.getMessage()])
     assert lines[0] == lines[1] == ["archive hook failed; tool result kept untruncated"] * 2
+
+
+# --------------------------------------------------------------------------- event loops
+
+
+def in_thread(function: Any, timeout: float = 20) -> Any:
+    """``function()`` in a daemon thread; a deadlock fails the test instead of hanging it."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = function()
+        except BaseException as exc:  # handed to the test
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), "deadlocked"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def test_an_async_compactor_serves_successive_event_loops() -> None:
+    compactor = AsyncCompactor(RecordingProvider("S"), threshold=100)
+
+    async def two_at_once() -> list[Any]:
+        # The second call waits for the first on the compactor's lock.
+        return list(await asyncio.gather(compactor(history()), compactor(history())))
+
+    for _ in range(3):  # each asyncio.run is a new event loop
+        results = in_thread(lambda: asyncio.run(two_at_once()))
+        assert [r.action for r in results] == [Action.FULL, Action.FULL]
+
+
+def test_a_hook_calling_back_into_the_async_compactor_does_not_deadlock() -> None:
+    messages = history()
+    inner: list[Any] = []
+    called: list[bool] = []
+
+    async def after(result: Any, summary: str | None) -> None:
+        if called:
+            return  # the calls below may compact again: call back only once
+        called.append(True)
+        compactor.record_usage(messages, 1234)
+        inner.append(await compactor(messages))  # the same task, re-entrant
+        inner.append(await asyncio.create_task(compactor(messages)))  # a task it waits for
+        inner.extend(await asyncio.gather(compactor(messages, force=True)))
+
+    def plain_before(event: Any) -> None:
+        compactor.record_usage(messages, 4321)
+
+    compactor = AsyncCompactor(
+        RecordingProvider("S"), threshold=100, before_compact=plain_before, after_compact=after
+    )
+
+    async def main() -> Any:
+        return await asyncio.wait_for(compactor(messages), 10)
+
+    result = in_thread(lambda: asyncio.run(main()))
+    assert result.action is Action.FULL
+    assert len(inner) == 3
+
+
+def test_a_hook_calling_back_into_the_sync_compactor_does_not_deadlock() -> None:
+    messages = history()
+    inner: list[Any] = []
+    called: list[bool] = []
+
+    def after(result: Any, summary: str | None) -> None:
+        if called:
+            return
+        called.append(True)
+        compactor.record_usage(messages, 1234)
+        inner.append(compactor(messages, force=True))
+
+    compactor = Compactor(RecordingProvider("S"), threshold=100, after_compact=after)
+    result = in_thread(lambda: compactor(messages))
+    assert result.action is Action.FULL and len(inner) == 1
+
+
+def test_an_async_compactor_busy_in_another_event_loop_fails_at_once() -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(prompt: list[dict[str, Any]]) -> str:
+        entered.set()
+        release.wait(20)
+        return "S"
+
+    compactor = AsyncCompactor(slow, threshold=100)
+    first = threading.Thread(target=lambda: outcomes.append(asyncio.run(compactor(history()))))
+    outcomes: list[Any] = []
+    first.start()
+    try:
+        assert entered.wait(20)
+        started = time.monotonic()
+        with pytest.raises(RuntimeError, match="another event loop"):
+            in_thread(lambda: asyncio.run(compactor(history())))
+        assert time.monotonic() - started < 5  # at once, not after the first call
+    finally:
+        release.set()
+        first.join(20)
+    assert not first.is_alive()
+    assert outcomes[0].action is Action.FULL
+    # Once the other loop's call is over, this loop may use it.
+    assert in_thread(lambda: asyncio.run(compactor(history()))).action is Action.FULL

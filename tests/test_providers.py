@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from bareagent_compact import Action, AsyncCompactor, Compactor
+from bareagent_compact.compactor import summary_text
 from bareagent_compact.providers import (
     anthropic_provider,
     bareagent_provider,
@@ -237,6 +238,154 @@ def test_bareagent_provider_empty_text_is_unusable_and_missing_text_a_type_error
         bareagent_provider(NS(create=Recorder(NS(content="x"))))(PROMPT)
 
 
+def test_bareagent_provider_checks_create_when_called_not_when_wrapped() -> None:
+    placeholder = NS()
+    summarize = bareagent_provider(placeholder)  # a placeholder at construction is fine
+    with pytest.raises(TypeError, match=r"callable create\(\.\.\.\) method, got SimpleNamespace"):
+        summarize(PROMPT)
+    placeholder.create = Recorder(NS(text="Goal: fix app.py."))  # the real one, set later
+    assert summarize(PROMPT) == "Goal: fix app.py."
+    with pytest.raises(TypeError, match="create"):
+        bareagent_provider(None)(PROMPT)
+    with pytest.raises(ValueError, match="max_tokens must be >= 1"):
+        bareagent_provider(placeholder, max_tokens=0)  # the arguments are still checked at once
+
+
+def test_a_placeholder_bareagent_provider_is_a_logged_provider_failure_in_the_loop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    compactor = Compactor(provider=bareagent_provider(object()), threshold=100)
+    messages = long_history()
+    before = [dict(m) for m in messages]
+    with caplog.at_level(logging.WARNING):
+        result = compactor(messages)
+    assert result.action is Action.FAILED
+    assert result.reason == "provider raised"
+    assert messages == before
+    assert "summary provider failed" in caplog.text
+
+
+# --------------------------------------------------------------- an SDK response as the answer
+
+ANTHROPIC_DUMP = {  # what Message.model_dump() gives
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "m",
+    "content": [
+        {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+        {"type": "text", "text": "Goal: fix app.py.", "citations": None},
+    ],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 10, "output_tokens": 5},
+}
+CHAT_DUMP = {  # ChatCompletion.model_dump()
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "m",
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "stop",
+            "logprobs": None,
+            "message": {"role": "assistant", "content": "Goal: fix app.py.", "refusal": None},
+        }
+    ],
+    "usage": None,
+}
+RESPONSES_DUMP = {  # Response.model_dump(): "text" is the output format, not the answer
+    "id": "resp_1",
+    "object": "response",
+    "created_at": 1,
+    "model": "m",
+    "status": "completed",
+    "error": None,
+    "text": {"format": {"type": "text"}},
+    "output": [
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "Goal: fix app.py.", "annotations": []}],
+        },
+    ],
+}
+
+
+def as_object(value: Any) -> Any:
+    """A dict as an attribute-only object, like the SDKs' model objects."""
+    if isinstance(value, dict):
+        return NS(**{key: as_object(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return [as_object(item) for item in value]
+    return value
+
+
+SDK_ANSWERS = {"anthropic": ANTHROPIC_DUMP, "chat": CHAT_DUMP, "responses": RESPONSES_DUMP}
+
+
+@pytest.mark.parametrize("shape", ["dict", "object"])
+@pytest.mark.parametrize("api", sorted(SDK_ANSWERS))
+def test_a_provider_returning_the_sdk_response_is_read_as_its_text(api: str, shape: str) -> None:
+    answer = SDK_ANSWERS[api] if shape == "dict" else as_object(SDK_ANSWERS[api])
+    assert summary_text(answer) == "Goal: fix app.py."
+    compactor = Compactor(provider=lambda prompt: answer, threshold=100)
+    messages = long_history()
+    result = compactor(messages)
+    assert result.action is Action.FULL
+    assert "Goal: fix app.py." in messages[0]["content"]
+    assert messages[-1] == {"role": "user", "content": "and now?"}
+
+
+@pytest.mark.parametrize("api", sorted(SDK_ANSWERS))
+def test_a_refused_sdk_response_is_an_unusable_summary(
+    api: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    refused = {
+        "anthropic": {**ANTHROPIC_DUMP, "content": [], "stop_reason": "refusal"},
+        "chat": chat_completion(None, refusal="I can't."),
+        "responses": {**RESPONSES_DUMP, "status": "failed"},
+    }[api]
+    messages = long_history()
+    before = [dict(m) for m in messages]
+    with caplog.at_level(logging.WARNING):
+        result = Compactor(provider=lambda prompt: refused, threshold=100)(messages)
+    assert result.action is Action.FAILED
+    assert result.reason == "unusable summary"
+    assert messages == before
+
+
+class ForeignStream:
+    """An answer of a shape no adapter reads, from a module named like an SDK's."""
+
+    __module__ = "anthropic.lib.streaming"
+
+
+def test_an_unreadable_answer_warns_naming_the_adapter_to_use(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    for answer, adapters in (
+        ({"unexpected": 1}, ["anthropic_provider", "openai_chat_provider", "bareagent_provider"]),
+        (42, ["openai_responses_provider"]),
+    ):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            compactor = Compactor(provider=functools.partial(lambda a, prompt: a, answer))
+            result = compactor(long_history(), force=True)
+        assert result.reason == "unusable summary"
+        for adapter in adapters:
+            assert f"bareagent_compact.providers.{adapter}(...)" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        Compactor(provider=lambda prompt: ForeignStream(), threshold=100)(long_history())
+    assert "wrap the client with bareagent_compact.providers.anthropic_provider(...)" in caplog.text
+    assert "openai_chat_provider" not in caplog.text
+
+
 # --------------------------------------------------------------------------- sync and async
 
 
@@ -347,8 +496,6 @@ def test_bad_clients_and_arguments_fail_at_construction() -> None:
         openai_chat_provider(NS(chat=None), "m")
     with pytest.raises(TypeError, match=r"responses\.create"):
         openai_responses_provider(NS(responses=NS(create="no")), "m")
-    with pytest.raises(TypeError, match="create"):
-        bareagent_provider(object())
     client = anthropic_client(anthropic_message(text_block("S")))
     with pytest.raises(TypeError, match="model must be a str"):
         anthropic_provider(client, None)  # type: ignore[call-overload]

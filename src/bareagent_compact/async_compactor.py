@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 from collections.abc import Callable, MutableSequence
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, Final
 
 from bareagent_compact.pipeline import (
     ArchiveRequest,
@@ -20,6 +22,12 @@ from bareagent_compact.protocols import AsyncSummaryProvider, SummaryProvider
 from bareagent_compact.result import CompactionResult
 from bareagent_compact.summarize import SummaryRequest
 
+_CALLS: Final[ContextVar[frozenset[object]]] = ContextVar(
+    "bareagent_compact_calls", default=frozenset()
+)
+"""The calls in progress around the running code (a hook, and the tasks it starts,
+run inside the call that runs the hook)."""
+
 
 class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
     """The asynchronous twin of :class:`Compactor`: ``await compactor(messages)``.
@@ -33,11 +41,39 @@ class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
     Cancelling the call while a snapshot or the summary is pending leaves the
     history exactly as it was before the call (micro-compaction is undone) and
     the cancellation propagates. Calls on one instance are serialised by an
-    ``asyncio.Lock``.
+    ``asyncio.Lock`` of the event loop they run in; a hook may call the
+    compactor again (or wait for a task that does) without waiting for that
+    lock. Successive event loops (``asyncio.run`` twice) may use one instance;
+    a call from another event loop while one is running raises ``RuntimeError``
+    at once.
     """
 
     def _setup(self) -> None:
+        self._guard = threading.Lock()  # for the fields below; never held across an await
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._lock: asyncio.Lock | None = None
+        self._running = 0  # calls of self._loop started and not finished
+        self._holder: object | None = None  # the call holding the lock
+
+    def _claim(self) -> asyncio.Lock:
+        """The lock of the running event loop; a new one in a new loop, unless a
+        call is still running in another (then ``RuntimeError``, not a deadlock)."""
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            if self._loop is not loop or self._lock is None:
+                if self._running and self._loop is not None and not self._loop.is_closed():
+                    raise RuntimeError(
+                        "this AsyncCompactor is running a call in another event loop; use "
+                        "one AsyncCompactor per event loop (threads may share a Compactor)"
+                    )
+                self._loop, self._lock, self._running = loop, asyncio.Lock(), 0
+            self._running += 1
+            return self._lock
+
+    def _release(self, lock: asyncio.Lock) -> None:
+        with self._guard:
+            if lock is self._lock:
+                self._running -= 1
 
     def set_session_id(self, session_id: str) -> None:
         """Rebind the session id (call it on ``/new`` and ``/resume``)."""
@@ -57,19 +93,44 @@ class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
         """
         force = self._check_force(force)
         instructions = self._check_instructions(instructions)
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            steps = self._steps(messages, force, instructions)
-            try:
-                request = next(steps)
-                while True:
-                    request = steps.send(await self._run(request))
-            except StopIteration as done:
-                result: CompactionResult = done.value
-                return result
-            finally:
-                steps.close()
+        holder = self._holder
+        if holder is not None and holder in _CALLS.get():
+            # Called from inside its own call (a hook): the lock is already ours.
+            return await self._compact(messages, force, instructions)
+        lock = self._claim()
+        try:
+            async with lock:
+                return await self._hold(messages, force, instructions)
+        finally:
+            self._release(lock)
+
+    async def _hold(
+        self, messages: MutableSequence[Any], force: bool, instructions: str | None
+    ) -> CompactionResult:
+        """Compact as the lock's holder, known as such to the code the call runs."""
+        holder = self._holder = object()
+        around = _CALLS.get()
+        _CALLS.set(around | {holder})
+        try:
+            return await self._compact(messages, force, instructions)
+        finally:
+            _CALLS.set(around)
+            self._holder = None
+
+    async def _compact(
+        self, messages: MutableSequence[Any], force: bool, instructions: str | None
+    ) -> CompactionResult:
+        steps = self._steps(messages, force, instructions)
+        try:
+            request = next(steps)
+            while True:
+                request = steps.send(await self._run(request))
+        except StopIteration as done:
+            result: CompactionResult = done.value
+            self.last_result = result
+            return result
+        finally:
+            steps.close()
 
     async def _run(self, request: Request) -> Any:
         """Answer one request of the compaction steps, awaiting plug-ins."""

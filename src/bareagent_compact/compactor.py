@@ -50,6 +50,8 @@ class Compactor(CompactorBase[SummaryProvider]):
             ("provider", options.provider),
             ("transcript_mgr.save", getattr(options.transcript_mgr, "save", None)),
             ("archive", options.archive),
+            ("before_compact", options.before_compact),
+            ("after_compact", options.after_compact),
         ):
             if value is not None and is_async_callable(value):
                 raise TypeError(
@@ -96,6 +98,7 @@ class Compactor(CompactorBase[SummaryProvider]):
                     request = steps.send(self._run(request))
             except StopIteration as done:
                 result: CompactionResult = done.value
+                self.last_result = result
                 return result
             finally:
                 steps.close()

@@ -50,6 +50,7 @@ from bareagent_compact.protocols import (
     TokenCounter,
     TranscriptManager,
 )
+from bareagent_compact.providers import adapter_hint, response_text
 from bareagent_compact.rebuild import (
     Plan,
     appended_only,
@@ -145,10 +146,14 @@ Steps: TypeAlias = Generator[Request, Any, CompactionResult]
 def summary_text(response: object) -> str | None:
     """Normalise a provider's answer to the summary text, or ``None`` when unusable.
 
-    Usable: a ``str``, or an object whose ``text`` attribute is a ``str``, holding
-    something other than whitespace.
+    Usable: a ``str``, an object whose ``text`` attribute is a ``str``, or an SDK
+    response returned as it is (an Anthropic ``Message``, an OpenAI
+    ``ChatCompletion`` or ``Response``, or their dicts; read as the provider
+    adapters read them), holding something other than whitespace.
     """
     text = response if isinstance(response, str) else getattr(response, "text", None)
+    if not isinstance(text, str):
+        text = response_text(response)
     if not isinstance(text, str) or not text.strip():
         return None
     return text
@@ -213,8 +218,9 @@ def _read_summary(answer: Outcome, truncated: int = 0) -> tuple[str | None, Reas
         return None, Reason.PROVIDER_RAISED
     if summary is None:
         logger.warning(
-            "summary provider returned an unusable summary (%s); %s",
+            "summary provider returned an unusable summary (%s%s); %s",
             type(answer.value).__name__,
+            adapter_hint(answer.value),
             left,
         )
         return None, Reason.UNUSABLE_SUMMARY
@@ -231,6 +237,16 @@ def _archived(outcome: Outcome) -> bool:
         )
         return False
     return True
+
+
+def _not_undoable(current: list[Any], result: CompactionResult) -> str:
+    """Why ``result`` cannot be undone on the history ``current``."""
+    if appended_only(current, result.replaced):
+        return "that compaction was already undone"
+    return (
+        "the history is not the one that compaction made (another list, or changed "
+        "since other than by appending, e.g. by a later compaction); it cannot be undone"
+    )
 
 
 BACKOFF_CAP: Final = 32
@@ -374,6 +390,11 @@ class CompactorBase(Generic[ProviderT]):
     micro_min_chars = _Option[int | None, int | None]()
     exclude_tools = _Option[frozenset[str] | None, Any]()
     clear_at_least = _Option[int | None, int | None]()
+
+    last_result: CompactionResult | None = None
+    """The result of the latest call, whatever it did (``None`` before the first).
+    It is set before ``after_compact`` runs, so a full compaction interrupted or
+    cancelled in that hook can still be undone: ``undo(messages, last_result)``."""
 
     def __init__(
         self,
@@ -786,6 +807,7 @@ class CompactorBase(Generic[ProviderT]):
         self, result: CompactionResult, summary: str | None
     ) -> Generator[Request, Any, None]:
         """Tell ``after_compact`` how the attempt ended; a failing hook is ignored."""
+        self.last_result = result  # undoable even if the hook is interrupted
         hook = self._options.after_compact
         if hook is None:
             return
@@ -900,12 +922,15 @@ class CompactorBase(Generic[ProviderT]):
     def undo(self, messages: MutableSequence[Any], result: CompactionResult) -> bool:
         """Put back the history a full compaction replaced, in place; ``True`` if done.
 
-        ``result`` is the ``CompactionResult`` of that compaction. The messages
-        appended since it (or while it ran) are kept after the restored history.
-        A result that is not a full compaction replaced nothing: ``False``,
-        nothing changes. Raises ``ValueError`` when the history has changed since
-        other than by appending (for example by a later full compaction), and
-        ``TypeError`` for arguments of the wrong type.
+        ``result`` is the ``CompactionResult`` of that compaction (or
+        :attr:`last_result`, also set when ``after_compact`` was interrupted).
+        The messages appended since it (or while it ran) are kept after the
+        restored history. A result that is not a full compaction replaced
+        nothing: ``False``, nothing changes. A result already undone, or one
+        whose history is not ``messages`` (another list, or a history changed
+        since other than by appending, for example by a later full compaction)
+        is not undone either: ``False``, with a warning saying why. Arguments
+        of the wrong type are a ``TypeError``.
         """
         if not isinstance(result, CompactionResult):
             raise TypeError(f"result must be a CompactionResult, got {type(result).__name__}")
@@ -915,10 +940,8 @@ class CompactorBase(Generic[ProviderT]):
             return False
         current = list(messages)
         if not appended_only(current, result.rebuilt):
-            raise ValueError(
-                "the history has changed since that compaction other than by appending; "
-                "it cannot be undone"
-            )
+            logger.warning("undo: %s; nothing changed", _not_undoable(current, result))
+            return False
         undo_micro(list(result.truncations))  # the results truncated in that same call
         replace_all(messages, [*result.replaced, *current[len(result.rebuilt) :]])
         return True

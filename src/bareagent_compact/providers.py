@@ -417,6 +417,47 @@ def openai_responses_provider(
     )
 
 
+# --------------------------------------------------------------------------- any answer
+
+_READERS: Final = (
+    ("choices", _read_chat),
+    ("output", _read_responses),
+    ("content", _read_anthropic),
+)
+"""The key that tells an SDK response's shape, and the adapter's reader for it."""
+
+_ADAPTERS: Final = {
+    "anthropic": ("anthropic_provider",),
+    "openai": ("openai_chat_provider", "openai_responses_provider"),
+}
+
+
+def response_text(response: object) -> str | None:
+    """The text of an SDK response a provider returned as it is: an Anthropic
+    ``Message``, an OpenAI ``ChatCompletion`` or ``Response``, or their dicts
+    (``model_dump()``), read as the adapters read them (``""`` for a refusal or
+    no text, with a warning); ``None`` for any other shape."""
+    for key, read in _READERS:
+        if _is_list(_get(response, key)):
+            return read(response)
+    return None
+
+
+def adapter_hint(response: object) -> str:
+    """For a warning about an answer of no known shape: the adapter to use
+    (guessed from the answer's module), or ``""`` when the shape is known."""
+    if isinstance(response, str) or isinstance(getattr(response, "text", None), str):
+        return ""
+    if any(_is_list(_get(response, key)) for key, _ in _READERS):
+        return ""
+    package = type(response).__module__.partition(".")[0]
+    names = _ADAPTERS.get(package, (*_ADAPTERS["anthropic"], *_ADAPTERS["openai"]))
+    if package not in _ADAPTERS:
+        names = (*names, "bareagent_provider")
+    adapters = " or ".join(f"bareagent_compact.providers.{name}(...)" for name in names)
+    return f"; return a str, or wrap the client with {adapters}"
+
+
 # --------------------------------------------------------------------------- BareAgent
 
 
@@ -448,10 +489,19 @@ def bareagent_provider(
     """A provider calling BareAgent's ``provider.create(messages=..., tools=[], max_tokens=...)``.
 
     The prompt is passed as it is (BareAgent keeps system messages in the list)
-    with no tools; the summary is the response's ``.text``.
+    with no tools; the summary is the response's ``.text``. ``provider.create``
+    is looked up at each call, not here, so a placeholder object may be wrapped
+    at construction: one without a callable ``create`` raises ``TypeError`` when
+    the summary is asked for (inside a compactor, a logged provider failure).
     """
-    create = _method(provider, "create")
     max_tokens = _check_max_tokens(max_tokens)
+    try:
+        found: Callable[..., Any] | None = _method(provider, "create")
+    except TypeError:
+        found = None  # a placeholder: sync unless is_async or its class says otherwise
+
+    def create(**body: Any) -> Any:
+        return _method(provider, "create")(**body)
 
     def request(prompt: Prompt) -> dict[str, Any]:
         _split_prompt(prompt)  # the same checks as the other providers
@@ -460,7 +510,7 @@ def bareagent_provider(
 
     return _sync_or_async(
         create,
-        _detect_async(provider, create, is_async),
+        _detect_async(provider, found or create, is_async),
         request,
         _read_bareagent,
         "bareagent_provider",

@@ -31,7 +31,8 @@ class Reason(str, enum.Enum):
     PROVIDER_RAISED = "provider raised"
     """The provider raised (also: reading its answer's ``.text`` raised)."""
     UNUSABLE_SUMMARY = "unusable summary"
-    """The answer was not a ``str`` (or an object with a ``str`` ``.text``), or was blank."""
+    """The answer was not a ``str`` (or an object with a ``str`` ``.text``, or an SDK
+    response with text), or was blank."""
     PROVIDER_AWAITABLE = "provider returned an awaitable"
     """The sync ``Compactor``'s provider returned a coroutine: use ``AsyncCompactor``."""
     INFLATED_SUMMARY = "summary longer than its source"

@@ -22,7 +22,7 @@ from _fake_server import (
     openai_client,
 )
 
-from bareagent_compact import Action, Compactor
+from bareagent_compact import Action, AsyncCompactor, Compactor
 from bareagent_compact.providers import (
     anthropic_provider,
     openai_chat_provider,
@@ -177,3 +177,66 @@ def test_a_summary_too_long_for_the_summariser_is_retried_in_smaller_parts(name:
     assert result.summary_calls == server.stats.overflows + server.stats.summary_requests
     assert server.stats.rejections == []
     assert messages[-1] == {"role": "user", "content": "and now?"}
+
+
+def raw_create(name: str, client: Any) -> Callable[[list[dict[str, Any]]], Any]:
+    """A provider that calls the client itself and returns the SDK's response as it is."""
+    system, user = PROMPT[0]["content"], PROMPT[1]
+
+    def send(prompt: list[dict[str, Any]]) -> Any:
+        if name == "anthropic":
+            return client.messages.create(
+                model="fake-model", max_tokens=1024, system=system, messages=[user]
+            )
+        if name == "openai_chat":
+            return client.chat.completions.create(model="fake-model", messages=PROMPT)
+        return client.responses.create(model="fake-model", instructions=system, input=[user])
+
+    return send
+
+
+SDK_TYPES = {
+    "anthropic": "Message",
+    "openai_chat": "ChatCompletion",
+    "openai_responses": "Response",
+}
+
+
+@pytest.mark.parametrize("dump", [False, True], ids=["object", "model_dump"])
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
+def test_a_provider_returning_the_real_sdk_response_is_read_as_its_text(
+    name: str, dump: bool
+) -> None:
+    _, make_client, _ = ADAPTERS[name]
+    server = FakeServer()
+    send = raw_create(name, make_client(server))
+    answers: list[Any] = []
+
+    def provider(prompt: list[dict[str, Any]]) -> Any:
+        response = send(prompt)
+        answers.append(response)
+        return response.model_dump() if dump else response
+
+    messages = long_history()
+    result = Compactor(provider=provider, threshold=1000)(messages)
+    assert result.action is Action.FULL
+    assert type(answers[0]).__name__ == SDK_TYPES[name]
+    assert SUMMARY_TEXT in messages[0]["content"]
+    assert messages[-1] == {"role": "user", "content": "and now?"}
+    assert server.stats.rejections == []
+
+
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
+def test_an_async_provider_returning_the_real_sdk_response_is_read_as_its_text(
+    name: str,
+) -> None:
+    _, make_client, _ = ADAPTERS[name]
+    send = raw_create(name, make_client(FakeServer(), asynchronous=True))
+
+    async def provider(prompt: list[dict[str, Any]]) -> Any:
+        return await send(prompt)
+
+    messages = long_history()
+    result = asyncio.run(AsyncCompactor(provider=provider, threshold=1000)(messages))
+    assert result.action is Action.FULL
+    assert SUMMARY_TEXT in messages[0]["content"]
