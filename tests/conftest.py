@@ -1,4 +1,5 @@
-"""Shared fakes: a recording provider and an in-memory transcript manager."""
+"""Shared fakes (a recording provider, an in-memory transcript manager) and the
+history builders every test file uses."""
 
 from __future__ import annotations
 
@@ -75,17 +76,47 @@ def tool_round(
     ]
 
 
+def tool_history(
+    rounds: int,
+    *,
+    system: str | None = "You are an agent.",
+    request: str = "task",
+    output: Callable[[int], Any] = lambda turn: "x" * 100,
+    name: Callable[[int], str] = lambda turn: "bash",
+    tool_id: Callable[[int], str] = lambda turn: f"t{turn}",
+    after: Callable[[int], list[dict[str, Any]]] = lambda turn: [],
+) -> list[dict[str, Any]]:
+    """An Anthropic agent history: a system prompt (unless ``None``), a user request,
+    then ``rounds`` tool rounds, round ``turn`` calling ``name(turn)`` with id
+    ``tool_id(turn)``, answered with ``output(turn)`` and followed by ``after(turn)``.
+    The last tool result is the pending turn unless ``after`` adds more."""
+    messages: list[dict[str, Any]] = [] if system is None else [
+        {"role": "system", "content": system}
+    ]
+    messages.append({"role": "user", "content": request})
+    for turn in range(rounds):
+        messages += tool_round(tool_id(turn), name(turn), output(turn))
+        messages += after(turn)
+    return messages
+
+
+def dialogue(n: int, text: Callable[[int], str] = lambda k: f"第{k}条") -> list[dict[str, Any]]:
+    """``n`` plain-text messages alternating user and assistant, the ``k``-th ``text(k)``."""
+    return [{"role": "user" if k % 2 == 0 else "assistant", "content": text(k)} for k in range(n)]
+
+
 @pytest.fixture
 def make_history() -> Callable[..., list[dict[str, Any]]]:
     """A history with a system prompt, a user request and ``rounds`` tool rounds."""
 
     def build(rounds: int = 5, size: int = 100, pending: bool = True) -> list[dict[str, Any]]:
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": "You are an agent."},
-            {"role": "user", "content": "请读取配置"},
-        ]
-        for i in range(rounds):
-            messages += tool_round(f"toolu_{i}", "bash" if i % 2 else "read_file", "x" * size)
+        messages = tool_history(
+            rounds,
+            request="请读取配置",
+            output=lambda turn: "x" * size,
+            name=lambda turn: "bash" if turn % 2 else "read_file",
+            tool_id=lambda turn: f"toolu_{turn}",
+        )
         if not pending:
             messages.append({"role": "assistant", "content": "done"})
         return messages

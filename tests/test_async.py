@@ -12,18 +12,12 @@ from typing import Any
 import pytest
 
 from bareagent_compact import Action, AsyncCompactor, Compactor
-from conftest import MemoryTranscripts, RecordingProvider, tool_round
+from conftest import MemoryTranscripts, RecordingProvider, tool_history, tool_round
 from converters import random_history
 
 
 def history(rounds: int = 4) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "You are an agent."},
-        {"role": "user", "content": "task"},
-    ]
-    for turn in range(rounds):
-        messages += tool_round(f"t{turn}", "bash", f"output {turn} " * 40)
-    return messages
+    return tool_history(rounds, output=lambda turn: f"output {turn} " * 40)
 
 
 def test_async_compactor_gives_the_results_of_the_sync_one_over_random_histories() -> None:

@@ -30,20 +30,20 @@ from bareagent_compact.prompts import (
     ENGLISH_SUMMARY_PROMPT,
     SUMMARY_PREFIX,
 )
-from conftest import RecordingProvider, tool_round
+from conftest import RecordingProvider, tool_history, tool_round
 from converters import to_chat, to_responses
 
 
 def history(rounds: int = 4) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "You are an agent."},
-        {"role": "user", "content": "Fix the failing test in tests/test_config.py please."},
-    ]
-    for turn in range(rounds):
-        messages += tool_round(f"t{turn}", "bash", f"output {turn}\n" * 30)
-        messages.append({"role": "assistant", "content": f"step {turn} done"})
-        messages.append({"role": "user", "content": f"go on {turn}"})
-    return messages
+    return tool_history(
+        rounds,
+        request="Fix the failing test in tests/test_config.py please.",
+        output=lambda turn: f"output {turn}\n" * 30,
+        after=lambda turn: [
+            {"role": "assistant", "content": f"step {turn} done"},
+            {"role": "user", "content": f"go on {turn}"},
+        ],
+    )
 
 
 # Focus instructions.

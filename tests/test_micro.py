@@ -8,17 +8,17 @@ from typing import Any
 import pytest
 
 from bareagent_compact import _micro_compact, _serialize
-from conftest import tool_round
+from conftest import tool_history
 
 
 def history(rounds: int, size: int = 50) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "sys"},
-        {"role": "user", "content": "go"},
-    ]
-    for i in range(rounds):
-        messages += tool_round(f"t{i}", f"tool{i}", f"{i}" * (size + i))
-    return messages
+    return tool_history(
+        rounds,
+        system="sys",
+        request="go",
+        output=lambda i: f"{i}" * (size + i),
+        name=lambda i: f"tool{i}",
+    )
 
 
 def results(messages: list[dict[str, Any]]) -> list[Any]:

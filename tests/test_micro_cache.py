@@ -20,7 +20,7 @@ from bareagent_compact import (
     estimate_tokens,
 )
 from bareagent_compact.micro import CACHE_FRIENDLY, TRUNCATED_PREFIX, MicroOptions
-from conftest import RecordingProvider, tool_round
+from conftest import RecordingProvider, tool_history, tool_round
 from converters import to_chat, to_responses
 
 Messages = list[dict[str, Any]]
@@ -32,11 +32,13 @@ def start() -> Messages:
 
 
 def history(sizes: list[int], names: list[str] | None = None) -> Messages:
-    messages = start()
-    for index, size in enumerate(sizes):
-        name = names[index] if names else "bash"
-        messages += tool_round(f"t{index}", name, f"{index % 10}" * size)
-    return messages
+    return tool_history(
+        len(sizes),
+        system="sys",
+        request="go",
+        output=lambda index: f"{index % 10}" * sizes[index],
+        name=lambda index: names[index] if names else "bash",
+    )
 
 
 def result_contents(messages: Messages) -> list[Any]:

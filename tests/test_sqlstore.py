@@ -36,6 +36,7 @@ from bareagent_compact import Compactor, SqlTranscriptManager
 from bareagent_compact.cli import main
 from bareagent_compact.sqlstore import SCHEMA_VERSION, SqlSnapshot, convert_placeholders
 from bareagent_compact.stores.errors import CorruptTranscriptError, SnapshotNotFoundError
+from conftest import dialogue
 
 WRITERS = 4
 SAVES = 400
@@ -165,10 +166,7 @@ def store(target: str) -> Iterator[SqlTranscriptManager]:
 
 
 def history(n: int, tag: str = "") -> list[dict[str, Any]]:
-    return [
-        {"role": "user" if k % 2 == 0 else "assistant", "content": f"{tag}第{k}条 message {k}"}
-        for k in range(n)
-    ]
+    return dialogue(n, lambda k: f"{tag}第{k}条 message {k}")
 
 
 # -- the JsonlTranscriptManager methods, on both databases ----------------------

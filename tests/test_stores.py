@@ -22,6 +22,7 @@ from bareagent_compact.stores import codec
 from bareagent_compact.stores.errors import CorruptTranscriptError, SnapshotNotFoundError
 from bareagent_compact.stores.jsonl import JsonlTranscriptManager
 from bareagent_compact.stores.sql import SqlTranscriptManager
+from conftest import dialogue
 
 DATA = Path(__file__).parent / "data" / "stores"
 T0 = datetime(2025, 1, 2, 3, 4, 5, 123456)
@@ -34,9 +35,7 @@ def ticking_clock(start: datetime = T0) -> Callable[[], datetime]:
 
 
 def history(n: int = 3) -> list[dict[str, Any]]:
-    return [
-        {"role": "user" if k % 2 == 0 else "assistant", "content": f"第{k}条"} for k in range(n)
-    ]
+    return dialogue(n)
 
 
 @dataclass
