@@ -173,10 +173,7 @@ def _plan(messages: Sequence[Any], end: int, slots: list[dialects.Slot]) -> list
     kept: set[int] = set()
     for message in islice(messages, end, None):
         if isinstance(message, dict):
-            kept.add(id(message))
-            content = message.get("content")
-            if isinstance(content, list):
-                kept.update(id(block) for block in content)
+            kept.update(map(id, dialects.holders(message)))
     names = dialects.tool_names(messages)
     planned: list[Due] = []
     seen: set[int] = set()
@@ -372,11 +369,7 @@ def changes_prefix(messages: Sequence[Any], undo: Undo) -> bool:
     invalidates a prompt cache from that message on."""
     if not undo or not messages:
         return False
-    last = messages[-1]
-    newest = {id(last)}
-    content = last.get("content") if isinstance(last, dict) else None
-    if isinstance(content, list):
-        newest.update(id(block) for block in content)
+    newest = set(map(id, dialects.holders(messages[-1])))
     return any(id(holder) not in newest for holder, _, _ in undo)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import MutableSequence
 from typing import Any
 
+from bareagent_compact import dialects
+
 
 def not_a_list(messages: object) -> TypeError:
     """The error for a ``messages`` argument that is not a list."""
@@ -48,5 +50,4 @@ def validate_messages(messages: Any, *, objects: bool = False) -> None:
 
 def _is_item(message: dict[Any, Any], role: object) -> bool:
     """True for an OpenAI Responses item other than a message: no role, a ``str`` type."""
-    item_type = message.get("type")
-    return isinstance(item_type, str) and item_type != "message" and role is None
+    return role is None and dialects.typed_item(message) is not None

@@ -75,6 +75,7 @@ __all__ = [
     "calls",
     "continues",
     "dialogue_turns",
+    "holders",
     "holds_objects",
     "is_system",
     "kind",
@@ -305,6 +306,15 @@ def rewrite_unpaired(message: Message, broken: Mapping[int, Unpaired]) -> bool:
     if chat:
         openai_chat.drop_calls(message, chat)
     return False
+
+
+def holders(message: Any) -> Iterator[object]:
+    """The message and the blocks of its ``content`` list: every object a tool result
+    can live in (a block, or the message itself)."""
+    yield message
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list):
+        yield from content
 
 
 def holds_objects(messages: Iterable[Any]) -> bool:
