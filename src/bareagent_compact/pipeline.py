@@ -13,13 +13,12 @@ micro, plan, consult, snapshot, summarize, check, rebuild (in
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
-from collections.abc import Callable, Generator, Iterable, Iterator, MutableSequence, Sequence
+from collections.abc import Generator, Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Final, Generic, NamedTuple, TypeAlias, TypeVar, cast, overload
+from typing import Any, Final, Generic, TypeVar, cast, overload
 
 from bareagent_compact import dialects
 from bareagent_compact.anchor import ReportedCount
@@ -63,6 +62,16 @@ from bareagent_compact.rebuild import (
     system_copies,
     warn_about,
 )
+from bareagent_compact.requests import (
+    ArchiveRequest,
+    HookRequest,
+    Outcome,
+    Request,
+    SaveRequest,
+    Steps,
+    close_awaitable,
+    is_async_callable,
+)
 from bareagent_compact.result import Action, CompactionEvent, CompactionResult, Reason
 from bareagent_compact.summarize import (
     DEFAULT_SUMMARY_INPUT_TOKENS,
@@ -71,6 +80,7 @@ from bareagent_compact.summarize import (
     summarize_source,
 )
 from bareagent_compact.tokens import estimate_tokens
+from bareagent_compact.trigger import BACKOFF_CAP, GROWTH_RETRY, STILL_OVER_GROWTH, Trigger
 from bareagent_compact.usage import input_tokens_of
 from bareagent_compact.validate import validate_messages
 
@@ -97,52 +107,6 @@ logger = logging.getLogger("bareagent_compact.compactor")
 _DICTS: Final = frozenset((dict,))
 
 
-class ArchiveRequest(NamedTuple):
-    """Give each record to the archive hook; answer with one :class:`Outcome` per record."""
-
-    records: list[ArchiveRecord]
-
-
-class HookRequest(NamedTuple):
-    """Call a ``before_compact`` or ``after_compact`` hook with ``args``; answer with
-    an :class:`Outcome` of what it returned."""
-
-    function: Callable[..., Any]
-    args: tuple[Any, ...]
-
-
-class SaveRequest(NamedTuple):
-    """Save a snapshot; answer with an :class:`Outcome` (its value is ignored)."""
-
-    messages: list[Message]
-    session_id: str
-
-
-Request: TypeAlias = ArchiveRequest | HookRequest | SaveRequest | SummaryRequest
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What a driver reports back: the value returned, or the exception raised
-    (or, with ``reason``, why the call counts as failed)."""
-
-    value: Any = None
-    error: Exception | None = None
-    reason: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        """True when the call raised or was refused."""
-        return self.error is not None or self.reason is not None
-
-    def because(self) -> str:
-        """`` (reason)`` for a log line, or nothing."""
-        return f" ({self.reason})" if self.reason else ""
-
-
-Steps: TypeAlias = Generator[Request, Any, CompactionResult]
-
-
 def summary_text(response: object) -> str | None:
     """Normalise a provider's answer to the summary text, or ``None`` when unusable.
 
@@ -157,21 +121,6 @@ def summary_text(response: object) -> str | None:
     if not isinstance(text, str) or not text.strip():
         return None
     return text
-
-
-def is_async_callable(value: object) -> bool:
-    """True for an ``async def`` function, method, partial or object with one as ``__call__``."""
-    if inspect.iscoroutinefunction(value):
-        return True
-    call = getattr(type(value), "__call__", None)  # noqa: B004 (the class attribute, not callable())
-    return call is not None and inspect.iscoroutinefunction(call)
-
-
-def close_awaitable(value: object) -> None:
-    """Close a coroutine nobody will await, so no "never awaited" warning is raised."""
-    close = getattr(value, "close", None)
-    if inspect.iscoroutine(value) and callable(close):
-        close()
 
 
 def _check_session_id(session_id: object) -> str:
@@ -247,62 +196,6 @@ def _not_undoable(current: list[Any], result: CompactionResult) -> str:
         "the history is not the one that compaction made (another list, or changed "
         "since other than by appending, e.g. by a later compaction); it cannot be undone"
     )
-
-
-BACKOFF_CAP: Final = 32
-"""At most this many calls are skipped between two attempts after failures."""
-
-GROWTH_RETRY: Final = 2
-"""A history this many times larger than at the last failure is tried again at once."""
-
-STILL_OVER_GROWTH: Final = 0.1
-"""After a full compaction that left the history over the threshold, the next
-automatic one waits until this share of the threshold is new history to summarise."""
-
-
-@dataclass(slots=True)
-class _Trigger:
-    """The state that decides whether an automatic full compaction fires, besides
-    the threshold: the back-off after failures, and the wait after a compaction
-    that left the history over the threshold."""
-
-    calls: int = 0
-    """Calls of the compactor."""
-    failures: int = 0
-    """Full compactions failed in a row."""
-    failed_tokens: int = 0
-    retry_at: int = 0
-    still_over: bool = False
-    """The last full compaction left the history over the threshold."""
-    told: bool = False
-    """The wait (or "nothing new") was logged since the last full compaction."""
-
-    def backing_off(self, tokens: int) -> bool:
-        """True while a recent failure asks to leave the provider alone: the
-        ``k``-th failure in a row skips ``min(2 ** (k - 1), BACKOFF_CAP)`` calls,
-        unless the history has since grown ``GROWTH_RETRY`` times larger."""
-        if not self.failures or self.calls >= self.retry_at:
-            return False
-        return tokens < GROWTH_RETRY * self.failed_tokens
-
-    def failed(self, tokens: int) -> None:
-        """A full compaction failed: start (or extend) the back-off."""
-        self.failures += 1
-        self.failed_tokens = tokens
-        self.retry_at = self.calls + min(2 ** (self.failures - 1), BACKOFF_CAP) + 1
-
-    def succeeded(self, still_over: bool) -> None:
-        """A full compaction was made; ``still_over`` if it left the history over
-        the threshold."""
-        self.failures = 0
-        self.still_over = still_over
-        self.told = False
-
-    def tell(self, level: int, message: str, *args: object) -> None:
-        """Log why nothing fires: once at ``level``, then at ``DEBUG`` until the
-        next full compaction."""
-        logger.log(logging.DEBUG if self.told else level, message, *args)
-        self.told = True
 
 
 @dataclass(slots=True)
@@ -437,7 +330,7 @@ class CompactorBase(Generic[ProviderT]):
         self._ledger: UsageLedger | None = None
         self._anchor = ReportedCount()
         self._reset_counting()
-        self._trigger = _Trigger()  # the failure back-off and the wait when still over
+        self._trigger = Trigger()  # the failure back-off and the wait when still over
         self._session_id = self._checked_session_id(session_id)
         self._check_plugins(self._options)
         self._setup()
