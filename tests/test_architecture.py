@@ -1,0 +1,86 @@
+"""The one-way arrows of docs/architecture.md, read from every module's imports."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import bareagent_compact
+
+PACKAGE = Path(bareagent_compact.__file__).parent
+
+LAYERS: dict[str, int] = {
+    # vocabulary
+    "protocols": 0, "prompts": 0, "result": 0, "_json": 0, "_limits": 0,
+    # the message keys
+    "dialects": 1,
+    # the message layer
+    "split": 2, "pairs": 2, "serialize": 2, "tokens": 2, "plain": 2, "validate": 2,
+    # the concerns, and the stores beside them
+    "options": 3, "rebuild": 3, "summarize": 3, "micro": 3, "trigger": 3, "requests": 3,
+    "anchor": 3, "ledger": 3, "facts": 3, "offline": 3, "providers": 3, "usage": 3,
+    "overflow": 3, "stores": 3,
+    # the steps, then the drivers
+    "pipeline": 4,
+    "compactor": 5, "async_compactor": 5,
+    # re-exports and kept import paths, then the command line
+    "__init__": 6, "transcripts": 6, "sqlstore": 6, "_stores": 6,
+    "__main__": 7, "cli": 7, "replay": 7,
+}  # fmt: skip
+
+
+def room(module: str) -> str:
+    """The layer key of a dotted module name inside the package."""
+    return module.split(".", maxsplit=1)[0] if module else "__init__"
+
+
+def imports(path: Path) -> set[str]:
+    """The package modules ``path`` imports, relative to the package."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "bareagent_compact":
+                found.update(alias.name for alias in node.names)
+            elif node.module.startswith("bareagent_compact."):
+                found.add(node.module.removeprefix("bareagent_compact."))
+        elif isinstance(node, ast.Import):
+            found.update(
+                alias.name.removeprefix("bareagent_compact.")
+                for alias in node.names
+                if alias.name.startswith("bareagent_compact.")
+            )
+    return found
+
+
+MODULES = sorted(
+    ".".join(path.relative_to(PACKAGE).with_suffix("").parts) for path in PACKAGE.rglob("*.py")
+)
+
+
+def test_every_module_has_a_layer() -> None:
+    assert {room(m) for m in MODULES} <= set(LAYERS)
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_imports_point_down_or_across_never_up(module: str) -> None:
+    path = PACKAGE.joinpath(*module.split(".")).with_suffix(".py")
+    layer = LAYERS[room(module.removesuffix(".__init__"))]
+    upward = {m for m in imports(path) if LAYERS[room(m)] > layer}
+    assert not upward, f"{module} imports a higher layer: {sorted(upward)}"
+
+
+def test_the_stores_and_the_library_never_import_the_command_line() -> None:
+    for module in MODULES:
+        if LAYERS[room(module.removesuffix(".__init__"))] >= 6:
+            continue
+        path = PACKAGE.joinpath(*module.split(".")).with_suffix(".py")
+        assert not {m for m in imports(path) if room(m) == "cli"}, module
+
+
+def test_a_dialect_module_imports_no_other_dialect() -> None:
+    names = {"anthropic", "openai_chat", "openai_responses"}
+    for name in names:
+        found = imports(PACKAGE / "dialects" / f"{name}.py")
+        assert not {f"dialects.{other}" for other in names - {name}} & found, name
