@@ -177,8 +177,20 @@ BAD_INPUTS = {
     "not json": (b"this is not json\n", "is not JSON"),
     "not utf-8": (b"\xff\xfe\x00[", "not UTF-8"),
     "not a history": (b'{"model": "m", "temperature": 1}', "not a message history"),
-    "items not messages": (b"[1, 2, 3]", "item 0 is a JSON int"),
-    "no role or type": (b'[{"content": "hi"}]', "neither a 'role' nor a 'type'"),
+    "items not messages": (b"[1, 2, 3]", "any known format; it holds 3 records: a JSON int (3)"),
+    "no role or type": (b'[{"content": "hi"}]', "it holds 1 record: keys content"),
+    "lone surrogate": (
+        b'[{"role": "user", "content": "a\\ud800b"}, {"role": "assistant", "content": "ok"}]',
+        "message 0 holds a lone surrogate",
+    ),
+    "huge integer": (
+        b'[{"role": "user", "content": ' + b"9" * 4301 + b"}]",
+        "Exceeds the limit (4300 digits)",
+    ),
+    "nested 300 deep": (
+        b'[{"role": "user", "content": ' + b"[" * 300 + b"]" * 300 + b"}]",
+        "message 0 is nested more than 200 levels deep",
+    ),
     "empty": (b"  \n", "is empty"),
 }
 

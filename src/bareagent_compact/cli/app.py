@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -13,6 +14,7 @@ from bareagent_compact.cli.common import EXIT_FAILED, EXIT_USAGE, PROG, CliError
 from bareagent_compact.cli.compact import cmd_compact
 from bareagent_compact.cli.demo import DEMO_THRESHOLD
 from bareagent_compact.cli.look import STORE_ENV, cmd_estimate, cmd_inspect, cmd_show
+from bareagent_compact.cli.readers import AUTO, FORMATS, HistoryError
 from bareagent_compact.cli.sessions import cmd_demo, cmd_replay
 from bareagent_compact.micro import DEFAULT_KEEP_RECENT
 from bareagent_compact.prompts import DEFAULT_THRESHOLD
@@ -91,6 +93,15 @@ def _command_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _format_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=AUTO,
+        help="how to read FILE (default auto: found from its records; see docs/cli.md)",
+    )
+
+
 # -- one parser per verb ----------------------------------------------------------
 
 
@@ -120,6 +131,7 @@ def _add_estimate(verbs: Verbs) -> argparse.ArgumentParser:
     estimate.add_argument(
         "--top", type=_non_negative, default=10, help="largest messages listed (default 10)"
     )
+    _format_option(estimate)
     estimate.set_defaults(handler=cmd_estimate)
     return estimate
 
@@ -150,6 +162,7 @@ def _add_compact(verbs: Verbs) -> argparse.ArgumentParser:
         "compact", help="summarise a saved history with a shell command as the model"
     )
     compact.add_argument("file", metavar="FILE", help="the history; never written to")
+    _format_option(compact)
     compact.add_argument(
         "--provider-cmd",
         required=True,
@@ -170,6 +183,7 @@ def _add_replay(verbs: Verbs) -> argparse.ArgumentParser:
         "replay", help="run a recorded session turn by turn through a Compactor"
     )
     replay.add_argument("file", metavar="FILE", help="the recorded history")
+    _format_option(replay)
     _compactor_options(replay, threshold=True)
     replay.add_argument(
         "--provider-cmd", metavar="CMD", help="summarise with this command (default: offline)"
@@ -195,10 +209,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stdout() -> TextIO:
+    """``sys.stdout``, writing what it cannot encode (a file name's undecodable bytes,
+    a lone surrogate in a message) as backslash escapes rather than failing."""
+    stream = sys.stdout
+    if isinstance(stream, io.TextIOWrapper):
+        stream.reconfigure(errors="backslashreplace")
+    return stream
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Entry point of ``python -m bareagent_compact`` and the ``bareagent-compact`` script."""
     args = build_parser().parse_args(argv)
-    stream = sys.stdout if out is None else out
+    stream = _stdout() if out is None else out
     handler: Callable[[argparse.Namespace, TextIO], int] = args.handler
     log = logging.getLogger("bareagent_compact")
     console = logging.StreamHandler(sys.stderr)
@@ -207,7 +230,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     log.addHandler(console)
     try:
         return handler(args, stream)
-    except CliError as exc:
+    except (CliError, HistoryError) as exc:
         sys.stderr.write(f"{PROG} {args.command}: error: {exc}\n")
         return EXIT_USAGE
     except CommandFailed as exc:

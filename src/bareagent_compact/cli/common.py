@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Final, TextIO
 
 from bareagent_compact.cli.histories import HistoryError, HistoryFile, read_history
+from bareagent_compact.cli.readers import AUTO
 from bareagent_compact.protocols import Message
 from bareagent_compact.tokens import estimate_tokens
 
@@ -53,16 +55,32 @@ def emit_json(out: TextIO, value: Any) -> None:
     out.write(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
-def read_file(path: str) -> HistoryFile:
-    """The history in ``path`` (``-``: stdin); a file that is none is a usage error."""
+def read_file(path: str, fmt: str = AUTO) -> HistoryFile:
+    """The history in ``path`` (``-``: stdin) read as ``fmt``; none is a usage error."""
     try:
-        return read_history(path)
+        return read_history(path, fmt=fmt)
     except HistoryError as exc:
         raise CliError(str(exc)) from None
 
 
-def read_messages(path: str) -> list[Message]:
-    return read_file(path).messages
+def read_messages(path: str, fmt: str = AUTO) -> list[Message]:
+    return read_file(path, fmt).messages
+
+
+def describe_skipped(skipped: dict[str, int]) -> str:
+    """``3 records that are no message: progress 2, summary 1``."""
+    kinds = ", ".join(f"{kind} {number:,}" for kind, number in sorted(skipped.items()))
+    return f"{count(sum(skipped.values()), 'record')} that are no message: {kinds}"
+
+
+def require_turns(file: str, history: HistoryFile, turns: int) -> None:
+    """A replay that found no turn (no model call follows input) is a usage error."""
+    if turns:
+        return
+    found = f"{count(len(history.messages), 'message')} read as {history.format}"
+    if history.skipped:
+        found += f", {describe_skipped(history.skipped)}"
+    raise CliError(f"{file}: no turn to replay ({found}; no model call follows input)")
 
 
 def count(number: int, noun: str) -> str:
@@ -91,6 +109,11 @@ def check_output_path(path: str, *inputs: str) -> Path:
         raise CliError(f"{path} is a directory")
     if not target.parent.resolve().is_dir():
         raise CliError(f"{path}: the directory {target.parent} does not exist")
+    try:  # so that no work is done for a result that cannot be written
+        with tempfile.TemporaryFile(dir=target.parent):
+            pass
+    except OSError as exc:
+        raise CliError(f"{path}: cannot write in {target.parent} ({exc.strerror})") from None
     for name in inputs:
         if name != "-" and target.resolve() == Path(name).expanduser().resolve():
             raise CliError(f"{path} is the input file; write the result elsewhere")

@@ -30,7 +30,7 @@ _NOTHING_TO_DO: Final = (Reason.NOTHING_TO_SUMMARISE, Reason.NOTHING_NEW)
 
 def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
     target = check_output_path(args.out, args.file) if args.out else None
-    history = read_file(args.file)
+    history = read_file(args.file, args.format)
     messages = history.messages
     errors: list[str] = []
     provider = CommandProvider(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import asdict
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Final, TextIO
 
 from bareagent_compact import _stores
@@ -13,11 +13,13 @@ from bareagent_compact.cli.common import (
     CliError,
     Progress,
     count,
+    describe_skipped,
     emit_json,
-    read_messages,
+    read_file,
     size,
     tokens_or_none,
 )
+from bareagent_compact.cli.histories import HistoryFile
 from bareagent_compact.cli.inspection import Breakdown, breakdown
 from bareagent_compact.pairs import find_orphans
 from bareagent_compact.protocols import Message
@@ -32,13 +34,18 @@ _STORE_ERRORS: Final = (ValueError, LookupError, RuntimeError, FileNotFoundError
 
 
 def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
-    messages = read_messages(args.file)
-    found = breakdown(messages, largest=args.top)
+    history = read_file(args.file, args.format)
+    try:
+        found = breakdown(history.messages, largest=args.top)
+    except (TypeError, ValueError) as exc:
+        raise CliError(f"{args.file} is not a history the estimate can read: {exc}") from None
     if args.json:
         emit_json(
             out,
             {
                 "file": args.file,
+                "format": history.format,
+                "skipped": history.skipped,
                 "messages": found.messages,
                 "tokens": found.tokens,
                 "by_role": {k: asdict(v) for k, v in found.by_role.items()},
@@ -47,12 +54,17 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
             },
         )
         return 0
-    _write_breakdown(out, args.file, found)
+    _write_breakdown(out, args.file, found, history)
     return 0
 
 
-def _write_breakdown(out: TextIO, file: str, found: Breakdown) -> None:
-    out.write(f"{file}: {found.messages:,} messages, {found.tokens:,} estimated tokens\n")
+def _write_breakdown(out: TextIO, file: str, found: Breakdown, history: HistoryFile) -> None:
+    out.write(
+        f"{file} ({history.format}): {found.messages:,} messages, "
+        f"{found.tokens:,} estimated tokens\n"
+    )
+    if history.skipped:
+        out.write(f"skipped {describe_skipped(history.skipped)}\n")
     out.write(f"\n{'by role':<24}{'messages':>9}{'tokens':>11}{'share':>8}\n")
     whole = max(found.tokens, 1)
     for role, part in sorted(found.by_role.items(), key=lambda kv: -kv[1].tokens):
@@ -90,7 +102,7 @@ def _inspect_store(location: str, session: str | None) -> tuple[str, list[dict[s
     """The store's kind and a report per session (only ``session`` when given)."""
     store, kind = _open_store(location)
     try:
-        sessions = [session] if session else store.list_sessions()
+        sessions = [session] if session else _session_ids(store)
         report: list[dict[str, Any]] = []
         progress = Progress("inspecting sessions")
         for number, session_id in enumerate(sessions, start=1):
@@ -102,6 +114,13 @@ def _inspect_store(location: str, session: str | None) -> tuple[str, list[dict[s
     finally:
         _stores.close(store)
     return kind, report
+
+
+def _session_ids(store: _stores.Store) -> list[str]:
+    """Sessions with snapshots (newest first), then those with only an archive (sorted)."""
+    with_snapshots = store.list_sessions()
+    known = set(with_snapshots)
+    return with_snapshots + [s for s in store.archived_sessions() if s not in known]
 
 
 def _session_report(store: _stores.Store, session_id: str) -> dict[str, Any]:
@@ -226,9 +245,15 @@ def _pick_time(snaps: list[_stores.StoredSnapshot], at: str) -> int:
             f"--at takes a snapshot number (0 = newest) or a time such as "
             f"2025-01-02T03:04:05, got {at!r}"
         ) from None
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(tz=None).replace(tzinfo=None)
+    moment = _utc(moment)
     for position, snap in enumerate(snaps):
-        if snap.timestamp <= moment:
+        if _utc(snap.timestamp) <= moment:
             return position
     raise CliError(f"no snapshot saved at or before {at}") from None
+
+
+def _utc(moment: datetime) -> datetime:
+    """``moment`` as a naive UTC time; a naive one is taken as UTC, whatever ``TZ`` says."""
+    if moment.tzinfo is None:
+        return moment
+    return moment.astimezone(timezone.utc).replace(tzinfo=None)

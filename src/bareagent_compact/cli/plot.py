@@ -10,10 +10,11 @@ of summary calls.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
-from xml.sax.saxutils import escape
+from xml.sax.saxutils import escape as _escape_xml
 
 from bareagent_compact.cli.turns import TurnRecord
 from bareagent_compact.result import Action
@@ -36,6 +37,17 @@ _COLORS: Final = {
     "grid": "#e3e3e3",
     "text": "#222222",
 }
+
+
+_NOT_XML: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff]")
+"""Control characters (and two non-characters) that XML text must not hold."""
+_SURROGATES: Final = re.compile("[\ud800-\udfff]")
+
+
+def escape(text: str) -> str:
+    """``text`` for an SVG: control characters removed, lone surrogates (such as a file
+    name's undecodable bytes) as U+FFFD, and ``&``, ``<``, ``>`` escaped."""
+    return _escape_xml(_SURROGATES.sub("\ufffd", _NOT_XML.sub("", text)))
 
 
 def _nice_ceiling(value: float) -> float:

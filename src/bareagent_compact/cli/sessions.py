@@ -17,7 +17,8 @@ from bareagent_compact.cli.common import (
     Progress,
     check_output_path,
     emit_json,
-    read_messages,
+    read_file,
+    require_turns,
 )
 from bareagent_compact.cli.demo import run_demo
 from bareagent_compact.cli.histories import write_history
@@ -33,11 +34,13 @@ from bareagent_compact.result import Action
 
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     plot = check_output_path(args.plot, args.file) if args.plot else None
-    messages = read_messages(args.file)
+    history = read_file(args.file, args.format)
+    messages = history.messages
     provider, summariser = _summariser(args)
     started = time.perf_counter()
     done = _replay(args, messages, provider)
     elapsed = time.perf_counter() - started
+    require_turns(args.file, history, len(done.turns))
     summary = _replay_summary(done)
     if plot is not None:
         _write_svg(plot, done.turns, args.threshold, f"replay of {Path(args.file).name}")

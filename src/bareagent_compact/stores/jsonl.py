@@ -313,6 +313,20 @@ class JsonlTranscriptManager:
         """Session ids that have snapshots, the most recently saved first."""
         return list(dict.fromkeys(s.session_id for s in self.snapshots()))
 
+    def archived_sessions(self) -> list[str]:
+        """Session ids that have an archive of truncated results, sorted."""
+        try:
+            with os.scandir(self.directory) as entries:
+                stems = [
+                    entry.name[: -len(ARCHIVE_SUFFIX)]
+                    for entry in entries
+                    if entry.name.endswith(ARCHIVE_SUFFIX) and not entry.name.startswith(".")
+                ]
+        except FileNotFoundError:
+            return []
+        found = (codec.session_id_of_stem(stem) for stem in stems)
+        return sorted({session_id for session_id in found if session_id is not None})
+
     def get_latest_session(self) -> str | None:
         """The session id of the newest snapshot, or ``None`` when there is none."""
         snapshots = self.snapshots()

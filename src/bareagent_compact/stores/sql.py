@@ -395,6 +395,13 @@ class SqlTranscriptManager:
         )
         return [str(row[0]) for row in rows]
 
+    def archived_sessions(self) -> list[str]:
+        """Session ids that have archived records, sorted."""
+        rows = self._fetchall(
+            "SELECT DISTINCT session_id FROM bareagent_archive ORDER BY session_id", ()
+        )
+        return [str(row[0]) for row in rows]
+
     def get_latest_session(self) -> str | None:
         """The session id of the newest snapshot, or ``None`` when there is none."""
         sessions = self.list_sessions()

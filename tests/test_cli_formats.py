@@ -1,0 +1,372 @@
+"""The command line on real agent logs (fixtures under ``tests/data/logs``), and bad input.
+
+Each fixture is written from the public descriptions of its format: Claude Code
+session JSONL, Codex CLI rollouts (both layouts), SWE-agent ``.traj`` (with a
+``history`` and with ``trajectory`` steps only) and mini-swe-agent ``.traj.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bareagent_compact import JsonlTranscriptManager, SqlTranscriptManager, estimate_tokens
+from bareagent_compact.cli import main
+from bareagent_compact.cli.plot import svg_chart
+
+LOGS = Path(__file__).parent / "data" / "logs"
+SRC = Path(__file__).parents[1] / "src"
+# file: (format, messages, skipped records by kind, model calls)
+FIXTURES: dict[str, tuple[str, int, dict[str, int], int]] = {
+    "claude_code.jsonl": (
+        "claude-code",
+        11,
+        {"compaction summary": 1, "file-history-snapshot": 4, "progress": 4, "sidechain": 2,
+         "summary": 1, "system": 1},
+        6,
+    ),
+    "codex_rollout.jsonl": (
+        "codex",
+        16,
+        {"compaction summary": 1, "event_msg": 10, "ghost_snapshot": 1, "session_meta": 1,
+         "turn_context": 1},
+        6,
+    ),
+    "codex_legacy.jsonl": ("codex", 11, {"session metadata": 1, "state": 4}, 4),
+    "swe_agent.traj": ("swe-agent", 11, {}, 5),
+    "swe_agent_steps.traj": ("swe-agent", 8, {}, 4),
+    "mini_swe_agent.traj.json": ("mini-swe-agent", 9, {}, 4),
+}  # fmt: skip
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def lines(name: str) -> list[Any]:
+    return [json.loads(line) for line in (LOGS / name).read_text().splitlines() if line.strip()]
+
+
+def claude_dialogue() -> list[dict[str, Any]]:
+    """The fixture's dialogue, found independently of the reader: one message per
+    response (records sharing ``message.id`` joined), sub-agents and summaries left out."""
+    messages: list[dict[str, Any]] = []
+    last_id = None
+    for r in lines("claude_code.jsonl"):
+        if r.get("type") not in ("user", "assistant") or r.get("isSidechain"):
+            continue
+        if r.get("isCompactSummary"):
+            continue
+        m = r["message"]
+        if m.get("id") is not None and m.get("id") == last_id:
+            messages[-1]["content"] = messages[-1]["content"] + m["content"]
+        else:
+            messages.append({"role": m["role"], "content": m["content"]})
+        last_id = m.get("id")
+    return messages
+
+
+# -- estimate ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_estimate_reads_each_log_format_and_counts_what_it_skipped(
+    capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    fmt, messages, skipped, _ = FIXTURES[name]
+    code, out, err = run(capsys, "estimate", str(LOGS / name), "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["format"] == fmt
+    assert report["messages"] == messages
+    assert report["skipped"] == skipped
+    code, text, _ = run(capsys, "estimate", str(LOGS / name))
+    assert code == 0 and f"({fmt}): {messages} messages" in text
+    if skipped:
+        assert f"skipped {sum(skipped.values())} records that are no message" in text
+
+
+def test_estimate_of_a_claude_code_file_is_that_of_its_dialogue_not_its_records(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    report = json.loads(run(capsys, "estimate", str(LOGS / "claude_code.jsonl"), "--json")[1])
+    dialogue = estimate_tokens(claude_dialogue())
+    raw = estimate_tokens([{"role": "user", "content": (LOGS / "claude_code.jsonl").read_text()}])
+    assert abs(report["tokens"] - dialogue) <= dialogue * 0.02
+    assert report["tokens"] < raw * 0.5
+    # tool_use and tool_result blocks survive: the tools are found and their results counted
+    assert set(report["by_tool"]) == {"Bash", "Read", "Grep"}
+    assert report["by_tool"]["Bash"] == {**report["by_tool"]["Bash"], "calls": 2, "results": 2}
+
+
+def test_a_streamed_claude_code_response_becomes_one_message(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "out.jsonl"
+    code, _, err = run(
+        capsys, "compact", str(LOGS / "claude_code.jsonl"), "--provider-cmd", "echo SUMMARY",
+        "--out", str(out), "--keep-recent", "1",
+    )  # fmt: skip
+    assert code == 0, err
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all(set(m) == {"role", "content"} for m in written)  # plain Anthropic messages
+    assert any("SUMMARY" in json.dumps(m) for m in written)
+
+
+def test_codex_rollouts_of_both_layouts_give_responses_items(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name, calls in (("codex_rollout.jsonl", 4), ("codex_legacy.jsonl", 3)):
+        report = json.loads(run(capsys, "estimate", str(LOGS / name), "--json")[1])
+        assert report["by_role"]["function_call"]["messages"] == calls
+        assert report["by_role"]["function_call_output"]["messages"] == calls
+        assert report["by_tool"]["shell"]["results"] == calls
+        assert "reasoning" in report["by_role"]
+
+
+def test_a_swe_agent_history_keeps_the_chat_messages_and_their_tool_calls(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    report = json.loads(run(capsys, "estimate", str(LOGS / "swe_agent.traj"), "--json")[1])
+    assert report["by_tool"]["str_replace_editor"] == {
+        **report["by_tool"]["str_replace_editor"], "calls": 4, "results": 4,
+    }  # fmt: skip
+    steps = json.loads(run(capsys, "estimate", str(LOGS / "swe_agent_steps.traj"), "--json")[1])
+    assert steps["by_role"]["assistant"]["messages"] == 4
+
+
+# -- replay -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_replay_runs_each_log_format_turn_by_turn(
+    capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    model_calls = FIXTURES[name][3]
+    code, out, err = run(capsys, "replay", str(LOGS / name), "--threshold", "1500", "--json")
+    assert code == 0, err
+    summary = json.loads(out)["summary"]
+    assert summary["turns"] == model_calls
+    assert summary["peak_tokens"] > 0
+
+
+def test_replay_compacts_a_claude_code_session_past_the_threshold(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, "replay", str(LOGS / "claude_code.jsonl"), "--threshold", "1000")
+    assert code == 0 and "0 turns" not in out
+    assert "full compactions 0" not in out
+
+
+def test_replay_of_a_file_without_a_model_call_is_an_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "only_answers.jsonl"
+    answer = '{"role": "assistant", "content": "a"}\n'
+    path.write_text(answer * 2)
+    code, out, err = run(capsys, "replay", str(path))
+    assert code == 2 and out == ""
+    assert "no turn to replay (2 messages read as messages" in err
+
+
+# -- formats: forced, unknown -----------------------------------------------------------
+
+
+def test_format_forces_a_reader(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "estimate", str(LOGS / "swe_agent.traj"), "--format", "swe-agent")
+    assert code == 0 and "(swe-agent)" in out
+    code, out, err = run(capsys, "estimate", str(LOGS / "claude_code.jsonl"), "--format", "codex")
+    assert code == 2 and out == ""
+    assert "holds no message of the dialogue when read as codex" in err
+    code, _, err = run(capsys, "replay", str(LOGS / "swe_agent.traj"), "--format", "messages")
+    assert code == 2 and "not a message history" in err and "keys" in err
+
+
+def test_records_of_no_known_format_exit_2_naming_what_was_seen(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"type": "click", "x": 1}\n{"type": "click", "x": 2}\n{"type": "scroll"}\n')
+    for verb in ("estimate", "replay"):
+        code, out, err = run(capsys, verb, str(path))
+        assert code == 2 and out == ""
+        assert "not a message history in any known format" in err
+        assert "type 'click' (2), type 'scroll' (1)" in err
+        assert len(err.strip().splitlines()) == 1
+
+
+# -- inspect: archive-only sessions ------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_inspect_lists_a_session_that_has_only_an_archive(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, kind: str
+) -> None:
+    record = {"session_id": "micro-only", "tool_use_id": "t1", "tool_name": "bash",
+              "content": "a long result " * 50}  # fmt: skip
+    if kind == "jsonl":
+        location = tmp_path / "store"
+        mgr = JsonlTranscriptManager(location)
+        mgr.archive(record)
+        mgr.save([{"role": "user", "content": "hi"}], "with-snapshot")
+    else:
+        location = tmp_path / "store.db"
+        with SqlTranscriptManager(location) as sql:
+            sql.archive(record)
+            sql.save([{"role": "user", "content": "hi"}], "with-snapshot")
+    code, out, err = run(capsys, "inspect", str(location), "--json")
+    assert code == 0, err
+    sessions = {s["session_id"]: s for s in json.loads(out)["sessions"]}
+    assert list(sessions) == ["with-snapshot", "micro-only"]
+    assert sessions["micro-only"]["snapshots"] == []
+    assert sessions["micro-only"]["archive"]["records"] == 1
+    code, text, _ = run(capsys, "inspect", str(location))
+    assert "2 sessions, 1 snapshot" in text and "session micro-only: 0 snapshots" in text
+
+
+# -- show --at: UTC whatever TZ says ----------------------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(time, "tzset"), reason="time.tzset is POSIX only")
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York", "Asia/Kolkata"])
+def test_show_at_compares_times_in_utc_whatever_tz_says(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zone: str
+) -> None:
+    moments = iter(datetime(2025, 1, 2, 12, m, tzinfo=timezone.utc) for m in (0, 30, 59))
+    mgr = JsonlTranscriptManager(tmp_path, clock=lambda: next(moments))
+    for n in range(3):
+        mgr.save([{"role": "user", "content": f"v{n}"}], "s")
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        cases = {"2025-01-02T12:30:00+00:00": 1, "2025-01-02T12:29:59Z": 2,
+                 "2025-01-02T07:30:00-05:00": 1, "2025-01-02T17:59:00+05:30": 2,
+                 "2025-01-02T12:59:00": 0}  # fmt: skip
+        for at, position in cases.items():
+            argv = ("show", "s", "--store", str(tmp_path), "--at", at, "--json")
+            code, out, err = run(capsys, *argv)
+            assert code == 0, err
+            assert json.loads(out)["at"] == position, (zone, at)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+
+
+# -- bad input: one line on stderr, exit 2, nothing written ------------------------------
+
+
+def test_out_into_an_unwritable_place_exits_2_and_runs_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    command = f"touch {marker}; echo SUMMARY"
+    a_file = tmp_path / "plain"
+    a_file.write_text("x")
+    for out in ("/proc/bareagent-compact-test.json", str(a_file / "out.json")):
+        code, stdout, err = run(
+            capsys, "compact", str(LOGS / "claude_code.jsonl"), "--provider-cmd", command,
+            "--out", out,
+        )  # fmt: skip
+        assert code == 2 and stdout == ""
+        assert len(err.strip().splitlines()) == 1 and "error:" in err
+    assert not marker.exists()
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="macOS refuses non-UTF-8 file names")
+def test_non_utf8_file_names_under_plot_give_a_well_formed_svg(tmp_path: Path) -> None:
+    raw = os.fsencode(tmp_path)
+    source = raw + b"/in\xff\x1b.json"
+    with open(source, "wb") as file:
+        file.write((LOGS / "mini_swe_agent.traj.json").read_bytes())
+    plot = raw + b"/chart\xfe.svg"
+    env = {**os.environ, "PYTHONPATH": str(SRC), "LC_ALL": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
+    done = subprocess.run(
+        [sys.executable, "-m", "bareagent_compact", "replay", source, "--plot", plot],
+        capture_output=True, env=env, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert b"Traceback" not in done.stderr
+    root = ET.fromstring(Path(os.fsdecode(plot)).read_bytes())
+    title = next(e.text for e in root.iter("{http://www.w3.org/2000/svg}title"))
+    assert title == "replay of in\ufffd.json"
+
+
+def test_svg_text_drops_control_characters_and_stays_well_formed() -> None:
+    name = "a\x00b\x07c\x1b[31m<d>&\ud800e\x7f\ufffe"
+    root = ET.fromstring(svg_chart([], 100, name).encode("utf-8"))
+    texts = [e.text or "" for e in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "abc[31m<d>&\ufffde" in texts
+
+
+# -- fuzz: exit 0 or 2, never a traceback ------------------------------------------------
+
+FUZZ_CASES = 400
+
+
+def _fuzz_inputs(rng: random.Random) -> list[bytes]:
+    """Random bytes, cut-off fixtures, deep nesting, huge numbers and surrogates."""
+    fixtures = [(LOGS / name).read_bytes() for name in sorted(FIXTURES)]
+    pieces = [b"{", b"}", b"[", b"]", b'"', b":", b",", b"\n", b"\\ud800", b"\\udc00", b"1e999",
+              b"9" * 5000, b"null", b'"type"', b'"role"', b'"message"', b'"payload"',
+              b'"response_item"', b'"user"', b'"assistant"', b'"history"']  # fmt: skip
+    cases = []
+    for _ in range(FUZZ_CASES):
+        kind = rng.randrange(6)
+        base = rng.choice(fixtures)
+        if kind == 0:
+            data = rng.randbytes(rng.randrange(1, 300))
+        elif kind == 1:
+            data = base[: rng.randrange(1, len(base))]
+        elif kind == 2:
+            depth = rng.choice([150, 199, 201, 300, 2000, 100_000])
+            opener = rng.choice([b"[", b'{"content": ', b'{"role": "user", "content": ['])
+            data = b'[{"role": "user", "content": ' + opener * depth + b"]"
+        elif kind == 3:
+            data = b"".join(rng.choice(pieces) for _ in range(rng.randrange(1, 60)))
+        elif kind == 4:
+            data = bytearray(base)
+            for _ in range(rng.randrange(1, 8)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+            data = bytes(data)
+        else:
+            lines_ = base.splitlines()
+            spot = rng.randrange(len(lines_))
+            lines_[spot] = lines_[spot].replace(b'"', b'"\\ud800', 1)
+            lines_.insert(spot, b'{"type": "user", "message": ' + b"9" * 4400 + b"}")
+            data = b"\n".join(rng.sample(lines_, len(lines_)))
+        cases.append(data)
+    return cases
+
+
+def test_fuzz_the_readers_exit_0_or_2_and_never_a_traceback(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rng = random.Random(21)
+    path = tmp_path / "fuzz.jsonl"
+    outcomes = {0: 0, 2: 0}
+    verbs = (["estimate"], ["replay"], ["estimate", "--json"])
+    for number, data in enumerate(_fuzz_inputs(rng)):
+        path.write_bytes(data)
+        verb = verbs[number % len(verbs)]
+        code = main([*verb, str(path)])
+        captured = capsys.readouterr()
+        assert code in (0, 2), (number, data[:200], captured.err[-2000:])
+        assert "Traceback" not in captured.err
+        if code == 2:
+            assert len(captured.err.strip().splitlines()) == 1, captured.err
+        outcomes[code] += 1
+    assert sum(outcomes.values()) == FUZZ_CASES
+    assert outcomes[0] > 0 and outcomes[2] > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fuzz.jsonl"]
