@@ -41,7 +41,8 @@ def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
     before = len(messages)
     try:
         tokens_in = estimate_tokens(messages)
-        result = compactor(messages, force=True)
+        with _CommandErrorsSaidOnce(errors):
+            result = compactor(messages, force=True)
     except (TypeError, ValueError) as exc:
         raise CliError(f"{args.file} is not a history the compactor can read: {exc}") from None
     report = {
@@ -65,6 +66,25 @@ def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
             "messages" + (f", written to {target}" if target is not None else "") + "\n"
         )
     return 0
+
+
+class _CommandErrorsSaidOnce(logging.Filter):
+    """While installed, drops the compactor's "summary provider failed" warning when the
+    command's own error was recorded: the verb's one error line says it."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__()
+        self.errors = errors
+        self.logger = logging.getLogger("bareagent_compact.compactor")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.errors and str(record.msg).startswith("summary provider failed"))
+
+    def __enter__(self) -> None:
+        self.logger.addFilter(self)
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.removeFilter(self)
 
 
 def _provider(args: argparse.Namespace, errors: list[str]) -> CommandProvider:

@@ -59,7 +59,7 @@ def axis_top(value: float) -> tuple[float, float]:
 
     The step is the 1-2-5 number at least ``value / 8``; the top is the first
     multiple of it above ``value`` plus 2%. So the axis runs at most about a third
-    past ``value`` (``20,000`` -> ``22,500``; never ``50,000``), with 4 to 9 ticks.
+    past ``value`` (``20,000`` -> ``25,000``, never ``50,000``), with 4 to 9 ticks.
     """
     if value <= 0:
         return 1.0, 1.0

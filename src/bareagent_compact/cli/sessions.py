@@ -44,7 +44,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     plot = check_output_path(args.plot, args.file) if args.plot else None
     base = compactor_options(args)
     options = checked(base)
-    settings = parse_compare(args.compare, base) if args.compare else None
+    settings = parse_compare(args.compare, base) if args.compare is not None else None
     messages = read_messages(args.file)
     provider, summariser = _summariser(args)
     if settings is not None:
