@@ -331,8 +331,8 @@ def test_replay_reports_every_turn_in_every_dialect(
     assert all(t["tokens_before"] > limit and t["tokens_after"] < limit for t in full)
     assert all(t["tokens_before"] <= limit for t in turns if t["action"] in ("none", "micro"))
     assert report["options"] == {
-        "threshold": limit, "keep_recent": 3, "keep_tool_pairs": True,
-        "summariser": "offline summariser",
+        "threshold": limit, "keep_recent": 3, "keep_tool_pairs": True, "micro": "spec",
+        "pin_facts": False, "keep_tail_tokens": 0, "summariser": "offline summariser",
     }  # fmt: skip
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import math
+import random
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -10,7 +13,14 @@ import pytest
 
 from bareagent_compact.cli import main
 from bareagent_compact.cli.demo import DEMO_THRESHOLD, run_demo
-from bareagent_compact.cli.plot import marks_line, sparkline, svg_chart
+from bareagent_compact.cli.plot import (
+    CHAR_WIDTH,
+    axis_top,
+    compare_chart,
+    marks_line,
+    sparkline,
+    svg_chart,
+)
 from bareagent_compact.cli.turns import TurnRecord
 from bareagent_compact.result import Action
 
@@ -112,3 +122,122 @@ def test_marks_line_puts_full_micro_and_failed_under_their_turns() -> None:
     assert marks_line(turns) == " m Fx"
     # Buckets of several turns show the most important action among them.
     assert marks_line(turns, width=3) == "mFx"
+
+
+# -- the y axis fits; labels never overlap ----------------------------------------------
+
+
+def y_ticks(root: ET.Element) -> list[int]:
+    """The y-axis tick labels (the right-aligned texts left of the plot)."""
+    return [
+        int((e.text or "").replace(",", ""))
+        for e in root.iter(f"{SVG}text")
+        if e.get("text-anchor") == "end"
+    ]
+
+
+def test_the_axis_top_is_a_round_number_just_above_the_data() -> None:
+    rng = random.Random(21)
+    values = [rng.uniform(1, 10 ** rng.randint(1, 7)) for _ in range(2000)]
+    for value in [*values, 1, 5, 20_000, 6_000, 10_001, 99_999]:
+        top, step = axis_top(value)
+        assert value * 1.02 <= top <= value * 1.02 + step and top <= value * 1.35
+        assert 4 <= round(top / step) <= 9
+        mantissa = step / 10 ** math.floor(math.log10(step))
+        assert round(mantissa, 6) in (1.0, 2.0, 5.0)
+
+
+def test_a_20k_threshold_gets_an_axis_near_20k_not_50k() -> None:
+    turns = [turn(n, 1500 * n, 1500 * n, Action.NONE) for n in range(1, 13)]
+    root = ET.fromstring(svg_chart(turns, 20_000))
+    ticks = y_ticks(root)
+    assert max(ticks) == 25_000 and ticks == sorted(ticks) and ticks[0] == 0
+    # With data above the threshold, the axis follows the data.
+    turns.append(turn(13, 31_000, 9_000, Action.FULL, calls=1))
+    assert max(y_ticks(ET.fromstring(svg_chart(turns, 20_000)))) == 35_000
+
+
+def label_box(element: ET.Element) -> tuple[float, float, float, float]:
+    """The box the chart reserves for a 12 px label (its documented rule)."""
+    x, y = float(element.get("x", "0")), float(element.get("y", "0"))
+    return (x, y - 12, x + len(element.text or "") * CHAR_WIDTH, y + 4)
+
+
+def marker_boxes(root: ET.Element) -> list[tuple[float, float, float, float]]:
+    """Each marker's bounding box, read from its circle or path."""
+    boxes = []
+    for e in classes(root, "marker"):
+        if e.tag == f"{SVG}circle":
+            cx, cy, r = (float(e.get(k, "0")) for k in ("cx", "cy", "r"))
+            boxes.append((cx - r, cy - r, cx + r, cy + r))
+        else:
+            numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", e.get("d", ""))]
+            xs, ys = numbers[0::2], numbers[1::2]
+            if e.get("d", "").count("H"):  # the full marker: M x,y H x2 L x3,y3 Z
+                xs, ys = [numbers[0], numbers[2], numbers[3]], [numbers[1], numbers[4]]
+            boxes.append((min(xs), min(ys), max(xs), max(ys)))
+    return boxes
+
+
+def overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def random_turns(rng: random.Random, threshold: int) -> list[TurnRecord]:
+    turns = []
+    for n in range(1, rng.randint(2, 120)):
+        action = rng.choice([Action.NONE, Action.MICRO, Action.FULL, Action.FAILED])
+        before = int(threshold * rng.uniform(0.7, 1.2))
+        after = before if action is Action.NONE else int(threshold * rng.uniform(0.6, 1.1))
+        turns.append(turn(n, before, after, action))
+    return turns
+
+
+def test_the_threshold_label_never_covers_a_marker() -> None:
+    rng = random.Random(8)
+    placed = 0
+    for _ in range(300):
+        threshold = rng.choice([3000, 20_000, 100_000])
+        root = ET.fromstring(svg_chart(random_turns(rng, threshold), threshold))
+        label = root.find(f".//{SVG}text[@id='threshold-label']")
+        assert any(t.startswith("threshold ") and t.endswith(f"{threshold:,}") for t in texts(root))
+        if label is None:
+            continue  # no free spot: the legend alone gives the value
+        placed += 1
+        box = label_box(label)
+        assert not any(overlap(box, marker) for marker in marker_boxes(root))
+        plot = root.find(f"{SVG}rect[@stroke='#999']")
+        assert plot is not None
+        left, top = float(plot.get("x", "0")), float(plot.get("y", "0"))
+        assert left <= box[0] and top <= box[1]
+        assert box[2] <= left + float(plot.get("width", "0"))
+        assert box[3] <= top + float(plot.get("height", "0"))
+    assert placed > 200  # a free spot is the rule, not the exception
+
+
+def test_markers_along_the_threshold_push_the_label_below_it() -> None:
+    turns = [turn(n, 1010, 400, Action.FULL, calls=1) for n in range(1, 60)]
+    root = ET.fromstring(svg_chart(turns, 1000))
+    label = root.find(f".//{SVG}text[@id='threshold-label']")
+    line = root.find(f".//{SVG}line[@id='threshold']")
+    assert label is not None and line is not None
+    assert float(label.get("y", "0")) > float(line.get("y1", "0"))
+    assert not any(overlap(label_box(label), m) for m in marker_boxes(root))
+
+
+def test_the_compare_chart_has_a_line_and_a_legend_row_per_setting() -> None:
+    series = [
+        ("default", [turn(1, 500, 500, Action.NONE), turn(2, 1200, 300, Action.FULL)], 1000),
+        ("threshold=2000", [turn(1, 500, 500, Action.NONE), turn(2, 1200, 1200, Action.NONE)],
+         2000),
+        ("a\x00<weird> & very long label that goes on", [turn(1, 100, 100, Action.NONE)], 1000),
+    ]  # fmt: skip
+    svg = compare_chart(series, "compare <x>")
+    root = ET.fromstring(svg)
+    assert len([e for e in root.iter() if e.get("class") == "setting"]) == 3
+    assert [e.get("data-tokens") for e in root.iter() if e.get("class") == "threshold"] == [
+        "1000", "2000",
+    ]  # fmt: skip
+    assert "a<weird> & very long la…" in texts(root) and "\x00" not in svg
+    assert max(y_ticks(root)) == 2500
+    assert root.find(f".//{SVG}text[@id='threshold-label']") is None  # the legend says it

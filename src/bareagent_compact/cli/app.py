@@ -7,23 +7,35 @@ import io
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Final, NoReturn, TextIO
 
-from bareagent_compact.cli.command import COMMAND_TIMEOUT
+from bareagent_compact.cli.command import COMMAND_TIMEOUT, MAX_OUTPUT_BYTES
 from bareagent_compact.cli.common import EXIT_FAILED, EXIT_USAGE, PROG, CliError, CommandFailed
 from bareagent_compact.cli.compact import cmd_compact
+from bareagent_compact.cli.compare import CACHE_READ_PRICE, CACHE_WRITE_PRICE, OUTPUT_PRICE
 from bareagent_compact.cli.demo import DEMO_THRESHOLD
 from bareagent_compact.cli.look import STORE_ENV, cmd_estimate, cmd_inspect, cmd_show
 from bareagent_compact.cli.readers import AUTO, FORMATS, HistoryError
 from bareagent_compact.cli.sessions import cmd_demo, cmd_replay
-from bareagent_compact.micro import DEFAULT_KEEP_RECENT
-from bareagent_compact.prompts import DEFAULT_THRESHOLD
+from bareagent_compact.cli.turns import CACHE_MIN_TOKENS
+from bareagent_compact.micro import DEFAULT_KEEP_RECENT, MICRO_CACHE_FRIENDLY, MICRO_SPEC
+from bareagent_compact.prompts import DEFAULT_THRESHOLD, LANGUAGES
 
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-    Verbs: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+    Verbs: TypeAlias = argparse._SubParsersAction["_Parser"]
     """What ``add_subparsers`` returns: each verb's parser is added to it."""
+
+
+_MICRO: Final = (MICRO_SPEC, MICRO_CACHE_FRIENDLY)
+
+
+class _Parser(argparse.ArgumentParser):
+    """A parser whose errors are one line on stderr (and exit code 2), like every verb's."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 class _Brief(logging.Formatter):
@@ -43,6 +55,23 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _positive_int(text: str) -> int:
+    value = _non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a number > 0, got 0")
+    return value
+
+
+def _price(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a price, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a price >= 0, got {text}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -57,24 +86,54 @@ def _positive_float(text: str) -> float:
 
 
 def _compactor_options(parser: argparse.ArgumentParser, *, threshold: bool) -> None:
-    if threshold:
-        parser.add_argument(
-            "--threshold",
-            type=_non_negative,
-            default=DEFAULT_THRESHOLD,
-            help=f"full compaction past this many estimated tokens (default {DEFAULT_THRESHOLD:,})",
-        )
+    """The ``Compactor``'s options (checked by it: a value it refuses exits 2)."""
+    parser.add_argument(
+        "--threshold",
+        type=_non_negative,
+        default=DEFAULT_THRESHOLD,
+        help=f"full compaction past this many estimated tokens (default {DEFAULT_THRESHOLD:,})"
+        if threshold
+        else "the threshold the micro preset and the pinned facts' budget follow "
+        f"(default {DEFAULT_THRESHOLD:,})",
+    )
     parser.add_argument(
         "--keep-recent",
         type=_non_negative,
-        default=DEFAULT_KEEP_RECENT,
-        help=f"tool-result messages micro-compaction leaves whole (default {DEFAULT_KEEP_RECENT})",
+        help=f"tool-result messages micro-compaction leaves whole (default {DEFAULT_KEEP_RECENT}, "
+        "or the --micro preset's)",
     )
     parser.add_argument(
         "--keep-tool-pairs",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="keep the tool calls a pending turn answers (Compactor's keep_tool_pairs, default on)",
+    )
+    parser.add_argument(
+        "--micro",
+        default=MICRO_SPEC,
+        help=f"micro-compaction: {' or '.join(_MICRO)} (default spec)",
+    )
+    _summary_options(parser)
+
+
+def _summary_options(parser: argparse.ArgumentParser) -> None:
+    """The ``Compactor``'s options for the summary and what it keeps."""
+    parser.add_argument(
+        "--language", help=f"the summary's language: {' or '.join(sorted(LANGUAGES))} (default zh)"
+    )
+    parser.add_argument("--instructions", metavar="TEXT", help="added to the summary prompt")
+    parser.add_argument(
+        "--pin-facts",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="keep paths, errors and identifiers in a pinned block beside the summary "
+        "(default off)",
+    )
+    parser.add_argument(
+        "--keep-tail-tokens",
+        type=_non_negative,
+        default=0,
+        help="keep at least this many estimated tokens of the newest messages (default 0)",
     )
 
 
@@ -90,6 +149,39 @@ def _command_options(parser: argparse.ArgumentParser) -> None:
         choices=("text", "json"),
         default="text",
         help="the prompt on the command's stdin: plain text (default) or the two messages as JSON",
+    )
+    parser.add_argument(
+        "--max-output-bytes",
+        type=_positive_int,
+        default=MAX_OUTPUT_BYTES,
+        help=f"a longer summary is a failure (default {MAX_OUTPUT_BYTES:,}, 1 MiB)",
+    )
+
+
+def _compare_options(parser: argparse.ArgumentParser) -> None:
+    """``replay --compare`` and the prices its cost uses, per input token."""
+    parser.add_argument(
+        "--compare",
+        metavar="SETTINGS",
+        help="replay under each setting, e.g. default,cache-friendly,threshold=80k or "
+        "micro=cache-friendly+threshold=20000 (see docs/cli.md)",
+    )
+    for flag, default, what in (
+        ("--cache-write-price", CACHE_WRITE_PRICE, "a token written to the prompt cache"),
+        ("--cache-read-price", CACHE_READ_PRICE, "a token read from the prompt cache"),
+        ("--output-price", OUTPUT_PRICE, "a summary's output token"),
+    ):
+        parser.add_argument(
+            flag,
+            type=_price,
+            default=default,
+            help=f"price of {what}, in input-token prices (default {default:g}, Anthropic's)",
+        )
+    parser.add_argument(
+        "--cache-min-tokens",
+        type=_non_negative,
+        default=CACHE_MIN_TOKENS,
+        help=f"shorter requests are not cached (default {CACHE_MIN_TOKENS:,})",
     )
 
 
@@ -189,6 +281,7 @@ def _add_replay(verbs: Verbs) -> argparse.ArgumentParser:
         "--provider-cmd", metavar="CMD", help="summarise with this command (default: offline)"
     )
     _command_options(replay)
+    _compare_options(replay)
     replay.add_argument("--plot", metavar="SVG", help="draw the context per turn to this file")
     replay.add_argument("--all", action="store_true", help="list every turn, not only compactions")
     replay.set_defaults(handler=cmd_replay)
@@ -196,7 +289,7 @@ def _add_replay(verbs: Verbs) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="Context compaction for LLM agents: look at, compact and replay sessions.",
         epilog="Exit codes: 0 done, 1 the operation failed, 2 bad usage or bad input.",

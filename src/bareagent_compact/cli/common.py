@@ -63,10 +63,6 @@ def read_file(path: str, fmt: str = AUTO) -> HistoryFile:
         raise CliError(str(exc)) from None
 
 
-def read_messages(path: str, fmt: str = AUTO) -> list[Message]:
-    return read_file(path, fmt).messages
-
-
 def describe_skipped(skipped: dict[str, int]) -> str:
     """``3 records that are no message: progress 2, summary 1``."""
     kinds = ", ".join(f"{kind} {number:,}" for kind, number in sorted(skipped.items()))

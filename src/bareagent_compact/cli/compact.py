@@ -19,6 +19,7 @@ from bareagent_compact.cli.common import (
     read_file,
 )
 from bareagent_compact.cli.histories import HistoryFile, dump_history, write_history
+from bareagent_compact.cli.settings import checked, compactor_options
 from bareagent_compact.compactor import Compactor
 from bareagent_compact.protocols import Message
 from bareagent_compact.result import Action, CompactionResult, Reason
@@ -30,19 +31,18 @@ _NOTHING_TO_DO: Final = (Reason.NOTHING_TO_SUMMARISE, Reason.NOTHING_NEW)
 
 def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
     target = check_output_path(args.out, args.file) if args.out else None
+    options = compactor_options(args)
+    checked(options)
     history = read_file(args.file, args.format)
     messages = history.messages
     errors: list[str] = []
-    provider = CommandProvider(
-        args.provider_cmd, args.timeout, args.prompt_format, on_error=errors.append
-    )
-    compactor = Compactor(
-        provider, keep_recent=args.keep_recent, keep_tool_pairs=args.keep_tool_pairs
-    )
+    provider = _provider(args, errors)
+    compactor = Compactor(provider, **options)
     before = len(messages)
     try:
         tokens_in = estimate_tokens(messages)
-        result = compactor(messages, force=True)
+        with _CommandErrorsSaidOnce(errors):
+            result = compactor(messages, force=True)
     except (TypeError, ValueError) as exc:
         raise CliError(f"{args.file} is not a history the compactor can read: {exc}") from None
     report = {
@@ -55,6 +55,8 @@ def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
         "truncated": result.truncated,
         "reason": result.reason,
     }
+    if provider.oversized:
+        raise CliError(f"{errors[-1]}; nothing written")
     _check_outcome(result, errors[-1] if errors else None)
     _write(args, out, target=target, history=history, messages=messages, report=report)
     if not args.json:
@@ -64,6 +66,36 @@ def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
             "messages" + (f", written to {target}" if target is not None else "") + "\n"
         )
     return 0
+
+
+class _CommandErrorsSaidOnce(logging.Filter):
+    """While installed, drops the compactor's "summary provider failed" warning when the
+    command's own error was recorded: the verb's one error line says it."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__()
+        self.errors = errors
+        self.logger = logging.getLogger("bareagent_compact.compactor")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.errors and str(record.msg).startswith("summary provider failed"))
+
+    def __enter__(self) -> None:
+        self.logger.addFilter(self)
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.removeFilter(self)
+
+
+def _provider(args: argparse.Namespace, errors: list[str]) -> CommandProvider:
+    """The ``--provider-cmd`` provider; each failure's text goes to ``errors``."""
+    return CommandProvider(
+        args.provider_cmd,
+        args.timeout,
+        args.prompt_format,
+        on_error=errors.append,
+        max_output_bytes=args.max_output_bytes,
+    )
 
 
 def _check_outcome(result: CompactionResult, command_error: str | None) -> None:

@@ -360,3 +360,17 @@ def run_demo(
     )
     _write_history(out, messages)
     return messages
+
+
+def scripted_history(seed: int = 7) -> list[Message]:
+    """The demo's session as an agent would record it, never compacted (for ``replay``)."""
+    rng = random.Random(seed)
+    messages: list[Message] = [{"role": "system", "content": SYSTEM_PROMPT}]
+    call_id = 0
+    for task, (request, calls) in enumerate(_script(rng)):
+        messages.append({"role": "user", "content": request})
+        for name, tool_input, output in calls:
+            call_id += 1
+            messages += _tool_exchange(call_id, name, tool_input, output)
+        messages.append({"role": "assistant", "content": _reply(task, request)})
+    return messages

@@ -19,7 +19,7 @@ from xml.sax.saxutils import escape as _escape_xml
 from bareagent_compact.cli.turns import TurnRecord
 from bareagent_compact.result import Action
 
-__all__ = ["marks_line", "sparkline", "svg_chart"]
+__all__ = ["axis_top", "compare_chart", "marks_line", "sparkline", "svg_chart"]
 
 WIDTH: Final = 960
 HEIGHT: Final = 440
@@ -66,6 +66,19 @@ def _ticks(top: float, count: int = 5) -> list[float]:
     return [step * i for i in range(int(top // step) + 1)]
 
 
+def axis_top(value: float) -> tuple[float, float]:
+    """The y axis for data up to ``value``: a round top just above it, and the tick step.
+
+    The step is the 1-2-5 number at least ``value / 8``; the top is the first
+    multiple of it above ``value`` plus 2%. So the axis runs at most about a third
+    past ``value`` (``20,000`` -> ``25,000``, never ``50,000``), with 4 to 9 ticks.
+    """
+    if value <= 0:
+        return 1.0, 1.0
+    step = _nice_ceiling(value / 8)
+    return step * (math.floor(value * 1.02 / step) + 1), step
+
+
 def _fmt(value: float) -> str:
     return f"{round(value):,}"
 
@@ -81,6 +94,14 @@ class _Scale:
     top: float
     """The largest token count on the y axis."""
     last_turn: int
+    step: float
+    """The token count between two ticks."""
+
+    @classmethod
+    def fitting(cls, peak: float, last_turn: int) -> _Scale:
+        """The scale whose y axis fits ``peak`` (see :func:`axis_top`)."""
+        top, step = axis_top(peak)
+        return cls(top, max(last_turn, 1), step)
 
     def x(self, turn: float) -> float:
         return _LEFT + (turn - 0.5) / self.last_turn * _PLOT_W
@@ -96,7 +117,7 @@ def _by_action(turns: Sequence[TurnRecord], action: Action) -> list[TurnRecord]:
 def svg_chart(turns: Sequence[TurnRecord], threshold: int, title: str = "context per turn") -> str:
     """An SVG document drawing ``turns`` against ``threshold``."""
     peak = max([threshold, *(t.tokens_in for t in turns), *(t.tokens_before for t in turns)])
-    scale = _Scale(top=_nice_ceiling(peak * 1.08), last_turn=max(len(turns), 1))
+    scale = _Scale.fitting(peak, len(turns))
     full = _by_action(turns, Action.FULL)
     micro = _by_action(turns, Action.MICRO)
     failed = _by_action(turns, Action.FAILED)
@@ -114,9 +135,10 @@ def svg_chart(turns: Sequence[TurnRecord], threshold: int, title: str = "context
     ]
     out += _axes(scale)
     out += _context_line(scale, turns)
-    out += _threshold_line(scale, threshold)
+    boxes = [marker_box(scale, t) for t in (*micro, *full, *failed)]
+    out += _threshold_line(scale, threshold, boxes)
     out += _markers(scale, micro, full, failed)
-    out.extend(_legend(len(full), len(micro), len(failed), calls))
+    out.extend(_legend(len(full), len(micro), len(failed), calls, threshold))
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -124,7 +146,8 @@ def svg_chart(turns: Sequence[TurnRecord], threshold: int, title: str = "context
 def _axes(scale: _Scale) -> list[str]:
     """Grid, ticks and axis labels."""
     out = []
-    for value in _ticks(scale.top):
+    for i in range(round(scale.top / scale.step) + 1):
+        value = scale.step * i
         py = scale.y(value)
         out.append(
             f'<line x1="{_LEFT}" y1="{py:.1f}" x2="{_LEFT + _PLOT_W}" y2="{py:.1f}" '
@@ -167,15 +190,65 @@ def _context_line(scale: _Scale, turns: Sequence[TurnRecord]) -> list[str]:
     ]
 
 
-def _threshold_line(scale: _Scale, threshold: int) -> list[str]:
+Box = tuple[float, float, float, float]
+"""``(left, top, right, bottom)`` in SVG pixels."""
+
+CHAR_WIDTH: Final = 7.5
+"""The width reserved per character of 12 px text (wider than any digit or
+lower-case letter of a sans-serif face at that size)."""
+
+
+def text_box(x: float, baseline: float, text: str) -> Box:
+    """The box reserved for 12 px text starting at ``x`` on ``baseline``."""
+    return (x, baseline - 12, x + len(text) * CHAR_WIDTH, baseline + 4)
+
+
+def marker_box(scale: _Scale, t: TurnRecord) -> Box:
+    """The box a turn's marker covers (as :func:`_markers` draws it)."""
+    px = scale.x(t.turn)
+    if t.action is Action.FULL:
+        py = scale.y(t.tokens_before)
+        return (px - 6, py - 9, px + 6, py + 1)
+    py = scale.y(t.tokens_after)
+    return (px - 5, py - 5, px + 5, py + 5)
+
+
+def overlaps(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _label_spot(ty: float, text: str, boxes: list[Box]) -> tuple[float, float] | None:
+    """Where the threshold label goes: the leftmost free spot just above the line, else just
+    below it, inside the plot and clear of every marker; ``None`` when there is none."""
+    width = len(text) * CHAR_WIDTH
+    for baseline in (ty - 5, ty + 15):
+        if baseline - 12 < _TOP or baseline + 4 > _TOP + _PLOT_H:
+            continue
+        x = _LEFT + 6.0
+        while x + width <= _LEFT + _PLOT_W - 4:
+            box = text_box(x, baseline, text)
+            if not any(overlaps(box, other) for other in boxes):
+                return x, baseline
+            x += 12
+    return None
+
+
+def _threshold_line(scale: _Scale, threshold: int, boxes: list[Box]) -> list[str]:
+    """The dashed threshold, labelled where no marker is (the legend gives its value too)."""
     ty = scale.y(threshold)
-    return [
+    out = [
         f'<line id="threshold" x1="{_LEFT}" y1="{ty:.1f}" x2="{_LEFT + _PLOT_W}" y2="{ty:.1f}" '
         f'stroke="{_COLORS["threshold"]}" stroke-width="1.4" stroke-dasharray="6 4" '
-        f'data-tokens="{threshold}"/>',
-        f'<text x="{_LEFT + 6}" y="{ty - 5:.1f}" fill="{_COLORS["threshold"]}">'
-        f"threshold {_fmt(threshold)}</text>",
+        f'data-tokens="{threshold}"/>'
     ]
+    text = f"threshold {_fmt(threshold)}"
+    spot = _label_spot(ty, text, boxes)
+    if spot is not None:
+        out.append(
+            f'<text id="threshold-label" x="{spot[0]:.1f}" y="{spot[1]:.1f}" '
+            f'fill="{_COLORS["threshold"]}">{text}</text>'
+        )
+    return out
 
 
 def _markers(
@@ -216,7 +289,7 @@ def _tooltip(t: TurnRecord) -> str:
     return f"<title>{escape(text)}</title>"
 
 
-def _legend(full: int, micro: int, failed: int, calls: int) -> list[str]:
+def _legend(full: int, micro: int, failed: int, calls: int, threshold: int) -> list[str]:
     lx = WIDTH - _RIGHT + 18
     rows = [
         (
@@ -227,7 +300,7 @@ def _legend(full: int, micro: int, failed: int, calls: int) -> list[str]:
         (
             f'<line x1="{lx}" y1="{{y}}" x2="{lx + 22}" y2="{{y}}" '
             f'stroke="{_COLORS["threshold"]}" stroke-width="1.4" stroke-dasharray="6 4"/>',
-            "threshold",
+            f"threshold {_fmt(threshold)}",
         ),
         (
             f'<path d="M{lx + 5},{{top}} H{lx + 17} L{lx + 11},{{bottom}} Z" '
@@ -250,6 +323,90 @@ def _legend(full: int, micro: int, failed: int, calls: int) -> list[str]:
         out.append(shape.format(y=row_y, top=row_y - 5, bottom=row_y + 5))
         out.append(f'<text x="{lx + 30}" y="{row_y + 4}">{escape(label)}</text>')
     out.append(f'<text x="{lx}" y="{_TOP + 12 + len(rows) * 22 + 8}">summary calls: {calls}</text>')
+    out.append("</g>")
+    return out
+
+
+_PALETTE: Final = (
+    "#1f6fb4", "#d1495b", "#2e933c", "#ef8c00", "#7b4fa3", "#00798c", "#8c564b", "#444444",
+)  # fmt: skip
+"""One colour per ``--compare`` setting (at most eight)."""
+_CONTROL: Final = dict.fromkeys([*range(32), *range(127, 160)])
+
+
+def _clean(text: str, limit: int) -> str:
+    """``text`` without control characters, at most ``limit`` long, XML-escaped."""
+    text = text.translate(_CONTROL)
+    return escape(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+Series = tuple[str, Sequence[TurnRecord], int]
+"""One line of a comparison chart: its label, its turns and its threshold."""
+
+
+def compare_chart(series: Sequence[Series], title: str = "settings compared") -> str:
+    """An SVG document with a line per setting (context per turn) and each one's threshold.
+
+    Earlier settings are drawn wider, so a line another one covers still shows
+    at its edges. No label is drawn inside the plot: the legend names each line, its threshold
+    (dashed, in the line's colour) and its full compactions, so no text can
+    cover a line's marker or another label.
+    """
+    peak = max(
+        [1, *(s[2] for s in series), *(t.tokens_in for s in series for t in s[1])]
+    )
+    scale = _Scale.fitting(peak, max([len(s[1]) for s in series] or [1]))
+    out = _compare_header(title, len(series))
+    out += _axes(scale)
+    thresholds: set[int] = set()
+    for number, (_, turns, threshold) in enumerate(series):
+        color = _PALETTE[number % len(_PALETTE)]
+        if threshold not in thresholds:
+            thresholds.add(threshold)
+            ty = scale.y(threshold)
+            out.append(
+                f'<line class="threshold" x1="{_LEFT}" y1="{ty:.1f}" x2="{_LEFT + _PLOT_W}" '
+                f'y2="{ty:.1f}" stroke="{color}" stroke-width="1.2" stroke-dasharray="6 4" '
+                f'data-tokens="{threshold}"/>'
+            )
+        out += [
+            line.replace('id="context"', f'class="setting" data-setting="{number}"')
+            .replace(_COLORS["context"], color)
+            .replace('stroke-width="1.6"', f'stroke-width="{max(1.2, 3.4 - 0.4 * number):.1f}"')
+            for line in _context_line(scale, turns)
+        ]
+    out += _compare_legend(series)
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _compare_header(title: str, settings: int) -> list[str]:
+    return [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
+        f"<title>{_clean(title, 200)}</title>",
+        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+        f'<text x="{_LEFT}" y="24" font-size="16" font-weight="bold" '
+        f'fill="{_COLORS["text"]}">{_clean(title, 90)}</text>',
+        f'<text x="{_LEFT}" y="42" fill="#555">{settings} settings; estimated tokens '
+        "at each turn before and after compaction</text>",
+    ]
+
+
+def _compare_legend(series: Sequence[Series]) -> list[str]:
+    lx = WIDTH - _RIGHT + 18
+    out = [f'<g id="legend" font-size="12" fill="{_COLORS["text"]}">']
+    for number, (label, turns, threshold) in enumerate(series):
+        color = _PALETTE[number % len(_PALETTE)]
+        row_y = _TOP + 12 + number * 36
+        full = sum(1 for t in turns if t.action is Action.FULL)
+        out += [
+            f'<line x1="{lx}" y1="{row_y}" x2="{lx + 22}" y2="{row_y}" stroke="{color}" '
+            'stroke-width="2.5"/>',
+            f'<text x="{lx + 30}" y="{row_y + 4}">{_clean(label, 24)}</text>',
+            f'<text x="{lx + 30}" y="{row_y + 18}" fill="#555" font-size="11">threshold '
+            f"{_fmt(threshold)}, {full} full</text>",
+        ]
     out.append("</g>")
     return out
 

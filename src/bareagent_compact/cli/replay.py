@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from bareagent_compact import dialects
-from bareagent_compact.cli.turns import CountingProvider, TurnRecord
+from bareagent_compact.cli.turns import CountingProvider, PromptCache, TurnRecord
 from bareagent_compact.compactor import Compactor
-from bareagent_compact.micro import DEFAULT_KEEP_RECENT
 from bareagent_compact.prompts import DEFAULT_THRESHOLD
 from bareagent_compact.protocols import Message, SummaryProvider
 from bareagent_compact.result import Action
@@ -94,42 +94,81 @@ def replay(
     provider: SummaryProvider,
     *,
     threshold: int = DEFAULT_THRESHOLD,
-    keep_recent: int = DEFAULT_KEEP_RECENT,
+    keep_recent: int | None = None,
     keep_tool_pairs: bool = True,
     progress: Progress | None = None,
+    cache: PromptCache | None = None,
+    **options: Any,
 ) -> ReplayResult:
-    """Replay ``messages`` (left unchanged) through a fresh ``Compactor`` with these options."""
+    """Replay ``messages`` (left unchanged) through a fresh ``Compactor`` with these options.
+
+    ``options`` are more of the ``Compactor``'s (``micro``, ``language``, ...).
+    Each request sent to the model meets ``cache`` (a fresh :class:`PromptCache`
+    by default), and each turn records how, with its summary requests' size.
+    """
     counting = CountingProvider(provider)
     compactor = Compactor(
-        counting, threshold=threshold, keep_recent=keep_recent, keep_tool_pairs=keep_tool_pairs
+        counting,
+        threshold=threshold,
+        keep_recent=keep_recent,
+        keep_tool_pairs=keep_tool_pairs,
+        **options,
     )
-    working: list[Message] = []
-    turns: list[TurnRecord] = []
+    loop = _Loop(messages, compactor, counting, PromptCache() if cache is None else cache)
     starts = model_call_indices(messages)
-    fed = 0
-    tokens = 0
     for number, start in enumerate(starts, start=1):
-        new = _copies(messages[fed:start])
-        working.extend(new)
-        tokens_in = tokens + estimate_tokens(new)  # the previous turn's estimate plus the new
-        calls = counting.calls
-        result = compactor(working)
-        turns.append(
-            TurnRecord.of(
-                result,
-                turn=number,
-                index=start,
-                tokens_in=tokens_in,
-                messages=len(working),
-                summary_calls=counting.calls - calls,
-            )
-        )
+        loop.turn(number, start)
         if progress is not None:
             progress(number, len(starts))
+    loop.working.extend(_copies(messages[loop.fed :]))
+    return ReplayResult(loop.turns, loop.working, threshold)
+
+
+class _Loop:
+    """The agent loop a replay plays again: the working history, what was fed, the turns."""
+
+    def __init__(
+        self,
+        recorded: list[Message],
+        compactor: Compactor,
+        counting: CountingProvider,
+        cache: PromptCache,
+    ) -> None:
+        self.recorded = recorded
+        self.compactor = compactor
+        self.counting = counting
+        self.cache = cache
+        self.working: list[Message] = []
+        self.turns: list[TurnRecord] = []
+        self.fed = 0
+        self.tokens = 0
+
+    def turn(self, number: int, start: int) -> None:
+        """Append the input up to ``start``, compact, send, and append the recorded output."""
+        new = _copies(self.recorded[self.fed : start])
+        self.working.extend(new)
+        tokens_in = self.tokens + estimate_tokens(new)  # the previous turn's estimate plus the new
+        counting = self.counting
+        calls, sent, got = counting.calls, counting.input_tokens, counting.output_tokens
+        result = self.compactor(self.working)
+        record = TurnRecord.of(
+            result,
+            turn=number,
+            index=start,
+            tokens_in=tokens_in,
+            messages=len(self.working),
+            summary_calls=counting.calls - calls,
+        )
+        self.turns.append(
+            replace(
+                record,
+                summary_input_tokens=counting.input_tokens - sent,
+                summary_output_tokens=counting.output_tokens - got,
+                cache=self.cache.request(self.working, result.tokens_after),
+            )
+        )
         # The recorded model output (the run of it that starts here) joins the history.
-        fed = _output_end(messages, start)
-        output = _copies(messages[start:fed])
-        working.extend(output)
-        tokens = result.tokens_after + estimate_tokens(output)
-    working.extend(_copies(messages[fed:]))
-    return ReplayResult(turns, working, threshold)
+        self.fed = _output_end(self.recorded, start)
+        output = _copies(self.recorded[start : self.fed])
+        self.working.extend(output)
+        self.tokens = result.tokens_after + estimate_tokens(output)

@@ -20,11 +20,20 @@ from bareagent_compact.cli.common import (
     read_file,
     require_turns,
 )
+from bareagent_compact.cli.compare import (
+    Outcome,
+    Prices,
+    compare_json,
+    turn_json,
+    write_notes,
+    write_table,
+)
 from bareagent_compact.cli.demo import run_demo
 from bareagent_compact.cli.histories import write_history
-from bareagent_compact.cli.plot import marks_line, sparkline, svg_chart
+from bareagent_compact.cli.plot import compare_chart, marks_line, sparkline, svg_chart
 from bareagent_compact.cli.replay import ReplayResult, replay
-from bareagent_compact.cli.turns import TurnRecord
+from bareagent_compact.cli.settings import Setting, checked, compactor_options, parse_compare
+from bareagent_compact.cli.turns import PromptCache, TurnRecord
 from bareagent_compact.offline import OfflineSummarizer
 from bareagent_compact.protocols import Message, SummaryProvider
 from bareagent_compact.result import Action
@@ -34,28 +43,30 @@ from bareagent_compact.result import Action
 
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     plot = check_output_path(args.plot, args.file) if args.plot else None
+    base = compactor_options(args)
+    options = checked(base)
+    settings = parse_compare(args.compare, base) if args.compare is not None else None
     history = read_file(args.file, args.format)
     messages = history.messages
     provider, summariser = _summariser(args)
+    if settings is not None:
+        return _cmd_compare(
+            args, out, messages, (provider, summariser), settings=settings, plot=plot
+        )
     started = time.perf_counter()
-    done = _replay(args, messages, provider)
+    done = _replay(args, messages, provider, base)
     elapsed = time.perf_counter() - started
     require_turns(args.file, history, len(done.turns))
     summary = _replay_summary(done)
     if plot is not None:
         _write_svg(plot, done.turns, args.threshold, f"replay of {Path(args.file).name}")
     if args.json:
-        options = {
-            "threshold": args.threshold,
-            "keep_recent": args.keep_recent,
-            "keep_tool_pairs": args.keep_tool_pairs,
-            "summariser": summariser,
-        }
+        described = {**base, "keep_recent": options.derived.keep_recent, "summariser": summariser}
         emit_json(
             out,
             {
                 "file": args.file,
-                "options": options,
+                "options": described,
                 "summary": {**summary, "seconds": round(elapsed, 3)},
                 "turns": [_turn_json(t) for t in done.turns],
                 **({"plot": str(plot)} if plot else {}),
@@ -64,8 +75,9 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     out.write(
         f"replay of {args.file}: {len(messages):,} messages, {summary['turns']:,} turns; "
-        f"threshold {args.threshold:,}, keep_recent {args.keep_recent}, keep_tool_pairs "
-        f"{'on' if args.keep_tool_pairs else 'off'}, {summariser}\n\n"
+        f"threshold {args.threshold:,}, keep_recent {options.derived.keep_recent}, "
+        f"keep_tool_pairs {'on' if args.keep_tool_pairs else 'off'}, micro {args.micro}, "
+        f"{summariser}\n\n"
     )
     _write_turns(out, done.turns, every=args.all)
     _write_totals(out, summary, elapsed)
@@ -76,23 +88,31 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
 def _summariser(args: argparse.Namespace) -> tuple[SummaryProvider, str]:
     """The provider ``--provider-cmd`` names (the offline summariser by default), described."""
     if args.provider_cmd:
-        provider = CommandProvider(args.provider_cmd, args.timeout, args.prompt_format)
+        provider = CommandProvider(
+            args.provider_cmd,
+            args.timeout,
+            args.prompt_format,
+            max_output_bytes=args.max_output_bytes,
+        )
         return provider, f"command {shlex.quote(args.provider_cmd)}"
     return OfflineSummarizer(), "offline summariser"
 
 
 def _replay(
-    args: argparse.Namespace, messages: list[Message], provider: SummaryProvider
+    args: argparse.Namespace,
+    messages: list[Message],
+    provider: SummaryProvider,
+    options: dict[str, Any],
+    label: str = "replaying turn",
 ) -> ReplayResult:
-    progress = Progress("replaying turn")
+    progress = Progress(label)
     try:
         return replay(
             messages,
             provider,
-            threshold=args.threshold,
-            keep_recent=args.keep_recent,
-            keep_tool_pairs=args.keep_tool_pairs,
             progress=progress,
+            cache=PromptCache(args.cache_min_tokens),
+            **options,
         )
     except (TypeError, ValueError) as exc:
         raise CliError(f"{args.file} is not a history the compactor can read: {exc}") from None
@@ -100,8 +120,46 @@ def _replay(
         progress.close()
 
 
+def _cmd_compare(
+    args: argparse.Namespace,
+    out: TextIO,
+    messages: list[Message],
+    summariser: tuple[SummaryProvider, str],
+    *,
+    settings: list[Setting],
+    plot: Path | None,
+) -> int:
+    """``replay --compare``: every setting replayed, one table (or JSON) and one chart."""
+    outcomes = [
+        Outcome(s, _replay(args, messages, summariser[0], s.options, f"replaying {s.label}:"))
+        for s in settings
+    ]
+    prices = Prices(args.cache_write_price, args.cache_read_price, args.output_price)
+    rows = compare_json(outcomes, prices)
+    if plot is not None:
+        series = [(o.setting.label, o.result.turns, o.threshold) for o in outcomes]
+        _write(plot, compare_chart(series, f"replay of {Path(args.file).name}: settings compared"))
+    if args.json:
+        emit_json(out, {
+            "file": args.file, "messages": len(messages), "summariser": summariser[1],
+            "prices": asdict(prices), "cache_min_tokens": args.cache_min_tokens,
+            "settings": rows, **({"plot": str(plot)} if plot else {}),
+        })  # fmt: skip
+        return 0
+    out.write(
+        f"replay --compare of {args.file}: {len(messages):,} messages, "
+        f"{rows[0]['summary']['turns']:,} turns, {len(rows)} settings; {summariser[1]}\n\n"
+    )
+    write_table(out, rows)
+    write_notes(out, prices, args.cache_min_tokens)
+    if plot is not None:
+        out.write(f"picture: {plot}\n")
+    failed = any(r["summary"]["failed"] for r in rows)
+    return EXIT_FAILED if failed else 0
+
+
 def _turn_json(t: TurnRecord) -> dict[str, Any]:
-    return {**asdict(t), "action": t.action.value}
+    return turn_json(t)
 
 
 def _replay_summary(done: ReplayResult) -> dict[str, Any]:
@@ -161,8 +219,12 @@ def _write_picture(out: TextIO, plot: Path | None, turns: list[TurnRecord]) -> N
 
 
 def _write_svg(path: Path, turns: list[TurnRecord], threshold: int, title: str) -> None:
+    _write(path, svg_chart(turns, threshold, title))
+
+
+def _write(path: Path, svg: str) -> None:
     try:
-        write_history(path, svg_chart(turns, threshold, title))
+        write_history(path, svg)
     except OSError as exc:
         raise CommandFailed(f"cannot write {path}: {exc.strerror}") from None
 

@@ -1,13 +1,33 @@
-"""What compaction did at each turn (model call) of a session, as replay and demo record it."""
+"""What compaction did at each turn (model call) of a session, as replay and demo record it,
+and the prompt-cache model replay prices it with."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
+from typing import Final
 
 from bareagent_compact.protocols import HasText, Message, SummaryProvider
 from bareagent_compact.result import Action, CompactionResult
+from bareagent_compact.tokens import estimate_tokens, quarters_to_tokens, text_quarters
 
-__all__ = ["CountingProvider", "TurnRecord"]
+__all__ = ["CacheUse", "CountingProvider", "PromptCache", "TurnRecord"]
+
+CACHE_MIN_TOKENS: Final = 1024
+"""Anthropic's smallest cacheable prompt (most models): a shorter request is not cached."""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheUse:
+    """How one request's input met the prompt cache, in estimated tokens."""
+
+    read: int = 0
+    """The cached prefix read back."""
+    written: int = 0
+    """The rest of the request, written to the cache."""
+    uncached: int = 0
+    """Input neither read nor written (a request under the cacheable minimum)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +51,12 @@ class TurnRecord:
     summary_calls: int
     """Calls of the summary provider during this turn."""
     reason: str | None = None
+    summary_input_tokens: int = 0
+    """The estimated input of this turn's summary requests."""
+    summary_output_tokens: int = 0
+    """The estimated output (the summaries) of this turn's summary requests."""
+    cache: CacheUse = CacheUse()
+    """How the request sent to the model met the prompt cache."""
 
     @classmethod
     def of(
@@ -59,12 +85,50 @@ class TurnRecord:
 
 
 class CountingProvider:
-    """Counts the calls of a summary provider."""
+    """Counts the calls of a summary provider and estimates their input and output."""
 
     def __init__(self, provider: SummaryProvider) -> None:
         self.provider = provider
         self.calls = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
 
     def __call__(self, prompt: list[Message], /) -> str | HasText:
         self.calls += 1
-        return self.provider(prompt)
+        self.input_tokens += estimate_tokens(prompt)
+        answer = self.provider(prompt)
+        text = answer if isinstance(answer, str) else getattr(answer, "text", "")
+        if isinstance(text, str):
+            self.output_tokens += quarters_to_tokens(text_quarters(text))
+        return answer
+
+
+def _digest(message: Message) -> bytes:
+    text = json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+class PromptCache:
+    """Anthropic-style prompt caching with one breakpoint on the last message of every request.
+
+    Each request writes the prefix that ends at its last message; a later
+    request reads back the longest prefix an earlier one wrote (every message in
+    it unchanged) and writes the rest. A request under ``min_tokens`` is not
+    cached at all. Time is not modelled: nothing expires.
+    """
+
+    def __init__(self, min_tokens: int = CACHE_MIN_TOKENS) -> None:
+        self.min_tokens = min_tokens
+        self._prefixes: set[bytes] = set()
+
+    def request(self, messages: list[Message], tokens: int) -> CacheUse:
+        """Send ``messages`` (``tokens`` estimated in all); how they met the cache."""
+        chain = [b""]
+        for message in messages:
+            chain.append(hashlib.blake2b(chain[-1] + _digest(message), digest_size=16).digest())
+        hit = next((k for k in range(len(messages), 0, -1) if chain[k] in self._prefixes), 0)
+        read = min(tokens, estimate_tokens(messages[:hit])) if hit else 0
+        if tokens < self.min_tokens:
+            return CacheUse(read=read, uncached=tokens - read)
+        self._prefixes.add(chain[-1])
+        return CacheUse(read=read, written=tokens - read)
