@@ -15,7 +15,10 @@ is broken:
 - every tool result answers a tool call of the immediately preceding assistant
   turn, and every tool call is answered before the next assistant turn;
 - Responses API reasoning items are followed by the item they came with, and a
-  function call that came with a reasoning item is sent with it.
+  function call that came with a reasoning item is sent with it;
+- with Anthropic's ``thinking`` enabled, the final assistant turn starts with a
+  thinking block: the one that pending tool results answer, and a last message
+  of the assistant (a prefill the acknowledgement of a summary would be).
 
 A request without ``tools`` is a summary request: the answer is a short summary.
 """
@@ -253,17 +256,32 @@ def check_anthropic(
             if signatures is not None and signatures.get(block["signature"]) != block["thinking"]:
                 errors.append(f"messages.{index}.content: Invalid `signature` in `thinking` block")
     thinking = body.get("thinking")
-    enabled = isinstance(thinking, Mapping) and thinking.get("type") == "enabled"
-    if enabled and len(dialogue) > 1 and _blocks(dialogue[-1], "tool_result"):
-        content = dialogue[-2].get("content")
-        first = content[0].get("type") if isinstance(content, list) and content else "text"
-        if first not in ("thinking", "redacted_thinking"):
-            errors.append(
-                f"messages.{len(dialogue) - 2}.content.0.type: Expected `thinking` or "
-                f"`redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final "
-                "`assistant` message must start with a thinking block."
-            )
+    if isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
+        errors.extend(_thinking_errors(dialogue))
     return errors
+
+
+def _thinking_errors(dialogue: list[Mapping[str, Any]]) -> list[str]:
+    """With thinking enabled, the final assistant turn starts with a thinking block:
+    the one that pending tool results answer, and a last message of the assistant
+    (a prefill, which the API refuses without one)."""
+    if not dialogue:
+        return []
+    if dialogue[-1]["role"] == "assistant":
+        index = len(dialogue) - 1
+    elif len(dialogue) > 1 and _blocks(dialogue[-1], "tool_result"):
+        index = len(dialogue) - 2
+    else:
+        return []
+    content = dialogue[index].get("content")
+    first = content[0].get("type") if isinstance(content, list) and content else "text"
+    if first in ("thinking", "redacted_thinking"):
+        return []
+    return [
+        f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but "
+        f"found `{first}`. When `thinking` is enabled, a final `assistant` message must "
+        "start with a thinking block."
+    ]
 
 
 def _blocks(message: Mapping[str, Any] | None, kind: str) -> list[Mapping[str, Any]]:

@@ -223,6 +223,8 @@ def random_history(rng: random.Random) -> list[dict[str, Any]]:
         history.append({"role": "assistant", "content": _text(rng, 1, 6)})
         if rng.random() < 0.5:
             history.append({"role": "user", "content": _text(rng, 1, 6)})
-    if rng.random() < 0.1:
-        history.append({"role": "system", "content": "<reminder> trailing"})
+    if rng.random() < 0.2:  # reminders an agent appends after the latest message
+        for _ in range(rng.choice((1, 1, 2))):
+            role = rng.choice(("system", "system", "developer"))
+            history.append({"role": role, "content": "<reminder> trailing"})
     return history

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import random
 from typing import Any
 
 import pytest
 
 from bareagent_compact import Orphan, find_orphans, repair_tool_pairs
 from conftest import tool_round
+from converters import CONVERTERS, break_pairs, random_history
 
 
 def test_a_paired_history_has_no_orphans() -> None:
@@ -143,3 +145,69 @@ def test_a_result_that_arrives_a_message_late_is_an_orphan() -> None:
     call, result = tool_round("a", "bash", "ok")
     messages = [call, {"role": "user", "content": "interjection"}, result]
     assert [o.kind for o in find_orphans(messages)] == ["tool_use", "tool_result"]
+
+
+_MISSING = object()
+ODD_IDS: tuple[Any, ...] = (7, None, _MISSING, "", {"id": "x"}, 2.5, ["x"], True)
+_ID_KEYS = {"tool_use": "id", "tool_result": "tool_use_id", "function_call": "call_id"}
+
+
+def _id_holders(message: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    """Every dict of ``message`` that holds a call id, with its key, in any dialect."""
+    holders: list[tuple[dict[str, Any], str]] = []
+    if message.get("type") in ("function_call", "function_call_output"):
+        holders.append((message, "call_id"))
+    if message.get("role") == "tool":
+        holders.append((message, "tool_call_id"))
+    holders += [(call, "id") for call in message.get("tool_calls") or ()]
+    content = message.get("content")
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, dict) and block.get("type") in _ID_KEYS:
+            holders.append((block, _ID_KEYS[block["type"]]))
+    return holders
+
+
+def _odd_ids(messages: list[dict[str, Any]], rng: random.Random) -> None:
+    """Give some calls and results an id that is not a non-empty string, or none."""
+    for message in messages:
+        for holder, key in _id_holders(message):
+            if rng.random() < 0.2:
+                odd = rng.choice(ODD_IDS)
+                if odd is _MISSING:
+                    holder.pop(key, None)
+                else:
+                    holder[key] = copy.deepcopy(odd)
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "chat", "responses"])
+def test_find_orphans_and_repair_agree_over_histories_with_odd_call_ids(dialect: str) -> None:
+    convert = CONVERTERS.get(dialect, lambda history: history)
+    rng = random.Random(f"odd-ids-{dialect}")
+    odd = 0
+    for case in range(400):
+        messages = convert(break_pairs(random_history(rng), rng))
+        _odd_ids(messages, rng)
+        orphans = find_orphans(messages)
+        odd += any(o.tool_use_id is None or o.tool_use_id == "" for o in orphans)
+        repaired = copy.deepcopy(messages)
+        assert repair_tool_pairs(repaired) == len(orphans), case
+        assert find_orphans(repaired) == [], case
+        assert repair_tool_pairs(repaired) == 0, case
+    assert odd > 50  # odd ids were really met
+
+
+@pytest.mark.parametrize("odd", ODD_IDS, ids=repr)
+def test_an_unanswered_tool_use_with_an_odd_id_is_repaired_into_text(odd: Any) -> None:
+    block: dict[str, Any] = {"type": "tool_use", "name": "bash", "input": {"cmd": "ls"}}
+    if odd is not _MISSING:
+        block["id"] = odd
+    messages: list[Any] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [block]},
+        {"role": "user", "content": "never ran"},
+    ]
+    assert len(find_orphans(messages)) == 1
+    assert repair_tool_pairs(messages) == 1
+    text = messages[1]["content"][0]
+    assert text["type"] == "text" and '[tool_use:bash] {"cmd": "ls"}' in text["text"]
+    assert find_orphans(messages) == []

@@ -88,6 +88,10 @@ class Case:
             self.messages.append({"role": "user", "content": text(rng)})
         elif ending < 0.75:
             self.tool_round(last=True)
+        if rng.random() < 0.2:  # reminders an agent appends after the latest message
+            for _ in range(rng.randint(1, 2)):
+                role = rng.choice(["system", "developer"])
+                self.messages.append({"role": role, "content": text(rng) or "reminder"})
         if rng.random() < 0.15:
             self.add_odd_content()
         if rng.random() < 0.1:
@@ -158,6 +162,19 @@ def config(
     return options, provider, transcripts
 
 
+SYSTEM_ROLES = ("system", "developer")
+
+
+def _trailing_systems(messages: list[Any]) -> int:
+    """How many system (or developer) messages end ``messages``."""
+    count = 0
+    for message in reversed(messages):
+        if message["role"] not in SYSTEM_ROLES:
+            break
+        count += 1
+    return count
+
+
 def text_blocks(message: Any) -> list[Any]:
     """Everything of a message that micro-compaction must never change."""
     if not isinstance(message, dict):
@@ -201,11 +218,16 @@ def test_random_histories_keep_every_invariant(block: int) -> None:
         _micro_compact(expected_micro, options["keep_recent"])
         result = compactor(messages, force=force)
 
-        # System messages survive, in order, and the pending message stays last.
-        systems = [m for m in before if m["role"] == "system"]
-        assert [m for m in messages if m["role"] == "system"] == systems, case_number
-        if originals and originals[-1]["role"] == "user":
-            assert messages[-1] is originals[-1], case_number
+        # System messages survive, in order, and the pending message stays the last
+        # message but for the system messages that followed it.
+        systems = [m for m in before if m["role"] in SYSTEM_ROLES]
+        assert [m for m in messages if m["role"] in SYSTEM_ROLES] == systems, case_number
+        trailing = _trailing_systems(originals)
+        pending = len(originals) > trailing and originals[-1 - trailing]["role"] == "user"
+        if pending:
+            assert messages[-1 - trailing] is originals[-1 - trailing], case_number
+            kept, before_kept = messages[-1 - trailing :], originals[-1 - trailing :]
+            assert all(a is b for a, b in zip(kept, before_kept, strict=True)), case_number
 
         # Micro-compaction is idempotent and never alters text.
         after_micro = copy.deepcopy(messages)
@@ -214,7 +236,8 @@ def test_random_histories_keep_every_invariant(block: int) -> None:
 
         if result.action is Action.FULL:
             stats["full"] += 1
-            assert messages[len(systems)]["content"].startswith("[Context Compressed]\n")
+            head_systems = len(systems) - (trailing if pending else 0)
+            assert messages[head_systems]["content"].startswith("[Context Compressed]\n")
             if transcripts is not None and result.snapshot_saved:
                 assert transcripts.saved[-1] == (expected_micro, options["session_id"])
             if options["keep_tool_pairs"] and case.orphan_free:
@@ -272,12 +295,12 @@ def test_aliased_messages_and_appends_during_the_summary_keep_every_invariant(
             messages.extend(arrivals)  # appended while the summary is being made
             return "summary 摘要"
 
-        systems = [copy.deepcopy(m) for m in messages if m["role"] == "system"]
+        systems = [copy.deepcopy(m) for m in messages if m["role"] in SYSTEM_ROLES]
         compactor = Compactor(
             provider, threshold=rng.choice([0, 500]), keep_recent=rng.randint(0, 3)
         )
         result = compactor(messages, force=rng.random() < 0.5)
-        assert [m for m in messages if m["role"] == "system"][: len(systems)] == systems
+        assert [m for m in messages if m["role"] in SYSTEM_ROLES][: len(systems)] == systems
         if arrivals and result.summary_calls:
             assert messages[-len(arrivals):] == arrivals, case_number
             assert all(a is b for a, b in zip(messages[-len(arrivals):], arrivals, strict=True))

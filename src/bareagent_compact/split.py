@@ -11,16 +11,17 @@ from bareagent_compact.protocols import Message
 
 
 def pending_start(messages: Sequence[Message]) -> int:
-    """Where the pending turn begins: the last turn when the last message is user input
-    or a tool result (SPEC 11.2 step 3); ``len(messages)`` when nothing is pending.
+    """Where the pending turn begins: the last dialogue turn when it is user input or
+    tool results (SPEC 11.2 step 3); ``len(messages)`` when nothing is pending.
 
     A trailing run of Chat ``tool`` messages or Responses results is pending as a
     whole, so fresh results reach the model before they are ever summarised.
+    System (or ``developer``) messages after the last dialogue message, such as a
+    reminder an agent appends every turn, belong to the pending turn and stay
+    after it: the user's request is still the last message the model answers.
     """
-    if not messages:
-        return 0
-    last = len(messages) - 1
-    if dialects.kind(messages[last]) not in (
+    last = _last_dialogue_index(messages)
+    if last is None or dialects.kind(messages[last]) not in (
         dialects.Kind.USER,
         dialects.Kind.RESULTS,
         dialects.Kind.RESULT,
@@ -105,8 +106,8 @@ def verbatim_tail_start(
         used += size(message)
         if used > budget:
             break
-        if index != dialects.turn_start(head, index):
-            continue
+        if dialects.continues(head[index - 1], message):  # index > first >= 0
+            continue  # inside a turn: not a place to cut (one look back, not a walk)
         kind = dialects.kind(message)
         if kind in (dialects.Kind.RESULTS, dialects.Kind.RESULT):
             continue

@@ -90,6 +90,19 @@ def test_anthropic_thinking_must_open_the_answered_turn_and_stay_unchanged() -> 
     assert "Expected `thinking` or `redacted_thinking`, but found `text`" in errors[0]
 
 
+def test_anthropic_thinking_refuses_a_last_assistant_message_without_thinking() -> None:
+    summary = {"role": "user", "content": "[Context Compressed]\nThe work so far."}
+    acknowledgement = {"role": "assistant", "content": "Understood."}
+    body = anthropic_body([summary, acknowledgement])
+    assert check_anthropic(body) == []  # a prefill, accepted without thinking
+    body["thinking"] = {"type": "enabled", "budget_tokens": 1024}
+    errors = check_anthropic(body)
+    assert len(errors) == 1
+    assert errors[0].startswith("messages.1.content.0.type: Expected `thinking`")
+    body["messages"].append({"role": "user", "content": "next task"})
+    assert check_anthropic(body) == []
+
+
 CHAT_OK: list[dict[str, Any]] = [
     {"role": "system", "content": "be brief"},
     {"role": "user", "content": "find the bug"},

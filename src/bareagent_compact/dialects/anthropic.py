@@ -85,12 +85,17 @@ def block_slot(block: dict[str, Any]) -> Slot:
 
 def holds_call(message: Message, position: int, call_id: str | None) -> bool:
     """True when ``content[position]`` is the ``tool_use`` block with id ``call_id``
-    (rather than a Chat ``tool_calls`` entry at the same position)."""
+    (rather than a Chat ``tool_calls`` entry at the same position); the id is
+    compared as read (``None`` for one that is not a string, as the call reports it)."""
     content = message.get("content")
     if not isinstance(content, list) or position >= len(content):
         return False
     block = content[position]
-    return isinstance(block, dict) and block.get("type") == TOOL_USE and block.get("id") == call_id
+    return (
+        isinstance(block, dict)
+        and block.get("type") == TOOL_USE
+        and as_id(block.get("id")) == call_id
+    )
 
 
 def _orphaned_result_blocks(block: dict[str, Any], tool_use_id: str | None) -> list[Any]:
