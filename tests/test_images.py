@@ -120,11 +120,28 @@ def test_image_size_is_read_from_the_header_of_each_format(
         b64(png(0, 10)),  # a zero dimension
         b64(jpeg(10, 10)[:40]),  # cut before the frame
         b64(b"\xff\xd8\xff\xda" + bytes(40)),  # a scan before any frame
+        b64(png(10, 10)[:20]),  # headers cut short
+        b64(gif(5, 5)[:8]),
+        b64(webp(7, 7, "VP8X")[:26]),
         "ünïcode",
     ],
 )
 def test_image_size_is_none_for_data_that_does_not_say_it(payload: str) -> None:
     assert image_size(payload) is None
+
+
+def test_image_size_never_raises_on_damaged_headers() -> None:
+    rng = random.Random(8)
+    seeds = [png(10, 10), gif(5, 5), jpeg(9, 9, metadata=1000)]
+    seeds += [webp(7, 7, kind) for kind in ("VP8X", "VP8 ", "VP8L")]
+    for _ in range(5000):
+        data = bytearray(rng.choice(seeds))
+        del data[rng.randrange(len(data) + 1) :]
+        for _ in range(rng.randrange(3)):
+            if data:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        size = image_size(b64(bytes(data)))
+        assert size is None or min(size) > 0
 
 
 def test_image_size_is_remembered_per_payload(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -92,6 +92,8 @@ def read_size(data: _Base64) -> tuple[int, int] | None:
     """The dimensions in an image's header, by its signature."""
     head = data.read(0, 32)
     size: tuple[int, int] | None = None
+    if len(head) < 24:
+        return None  # no image is that short: its header is cut
     if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR":
         size = struct.unpack(">II", head[16:24])
     elif head[:6] in (b"GIF87a", b"GIF89a"):
