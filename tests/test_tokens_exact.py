@@ -17,6 +17,7 @@ import pytest
 
 from bareagent_compact import tokens
 from bareagent_compact._json import to_json
+from bareagent_compact.images import ANTHROPIC_IMAGE_TOKENS
 from bareagent_compact.tokens import (
     CJK_RANGES,
     MAX_DEPTH,
@@ -79,8 +80,24 @@ def reference_value(value: Any) -> float:
                     tool_input = json.dumps(tool_input, ensure_ascii=False)
                 total += reference_text(tool_input)
             return total
-        return reference_value(value.get("text")) + reference_value(value.get("content"))
+        return (
+            reference_value(value.get("text"))
+            + reference_value(value.get("content"))
+            + reference_carried(value)
+        )
     return reference_text(json.dumps(value, ensure_ascii=False))
+
+
+def reference_carried(block: dict[str, Any]) -> float:
+    """Beyond SPEC 11.5 (docs/tokens.md): a block without text weighs what it carries.
+    The generator below makes images whose data says no size, and thinking blocks."""
+    if block.get("text") is not None:
+        return 0.0
+    if block.get("type") == "image":
+        return float(ANTHROPIC_IMAGE_TOKENS)
+    if block.get("type") == "thinking":
+        return reference_value(block.get("thinking"))
+    return 0.0
 
 
 def reference_estimate(messages: list[dict[str, Any]]) -> int:
@@ -255,6 +272,8 @@ def _random_value(rng: random.Random, depth: int = 0) -> Any:
             "content": _random_value(rng, depth + 1),
         }
     if kind == 8:
+        if rng.random() < 0.5:
+            return {"type": "thinking", "thinking": random_text(rng, 60), "signature": "sig"}
         return {"type": "image", "source": {"data": "abc"}}
     return {"key": random_text(rng, 10), "value": [1, 2.5, None]}
 

@@ -20,6 +20,11 @@ it does no per-character Python work:
 Short strings are joined into batches and long ones cut into slices, so that
 the overhead of a call is paid rarely and the temporaries stay small: the
 history is never copied. ``benchmarks/bench_estimate.py`` measures it.
+
+Beyond the specification, a block with neither ``text`` nor ``content`` weighs
+what it carries, as its dialect says: an image by its dimensions and the
+provider's formula (:mod:`bareagent_compact.images`), a document by its size,
+thinking as text.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from typing import Any, Final
 from bareagent_compact._json import to_json
 from bareagent_compact._limits import MAX_DEPTH as MAX_DEPTH  # noqa: PLC0414 (re-exported)
 from bareagent_compact._limits import too_deep
-from bareagent_compact.dialects import openai_chat, openai_responses
+from bareagent_compact.dialects import anthropic, openai_chat, openai_responses
 from bareagent_compact.dialects.anthropic import TOOL_USE
 from bareagent_compact.plain import dump_model, is_model
 from bareagent_compact.validate import not_a_dict, not_a_list
@@ -165,6 +170,13 @@ _PROBE: Final = 256
 """About how many characters, evenly spread, decide how a long string is classified."""
 _SPOT_CHECK: Final = 64
 """Up to one code unit in this many, a block's units are checked one by one."""
+_BLOCK_PARTS: Final = {
+    **anthropic.BLOCK_PARTS,
+    **openai_chat.BLOCK_PARTS,
+    **openai_responses.BLOCK_PARTS,
+}
+"""What the blocks that carry neither ``text`` nor ``content`` weigh (images, files,
+thinking), by type, as each dialect says."""
 
 
 def _count_units(
@@ -321,11 +333,12 @@ class _Parts:
     one, so that the error raised is the one met first in reading order.
     """
 
-    __slots__ = ("json_values", "strings")
+    __slots__ = ("fixed", "json_values", "strings")
 
     def __init__(self) -> None:
         self.strings: list[str] = []
         self.json_values: list[Any] = []
+        self.fixed: list[int] = []
 
     def add(self, values: Iterable[Any], depth: int) -> None:
         """Gather the parts of each of ``values``, found ``depth`` levels deep."""
@@ -335,11 +348,13 @@ class _Parts:
         for value in values:
             if isinstance(value, dict) and "type" in value:
                 # A block (see dialects.anthropic): tool_use counts its name and
-                # input, others their text and content.
+                # input, others their text and content; a block without text may
+                # weigh what it carries (an image, a file, thinking).
                 if depth > MAX_DEPTH:
                     raise too_deep()
                 get = value.get
-                if get("type") == TOOL_USE:
+                block_type = get("type")
+                if block_type == TOOL_USE:
                     self._add_tool_use(value, depth)
                     continue
                 text = get("text")
@@ -352,8 +367,16 @@ class _Parts:
                     add_string(content)
                 elif content is not None:
                     self.add((content,), depth + 1)
-            elif value is not None:
+                elif text is None:
+                    self._add_carried(value, block_type, depth)
+            else:
                 self._add_value(value, depth)
+
+    def _add_carried(self, block: dict[str, Any], block_type: Any, depth: int) -> None:
+        """A block with neither ``text`` nor ``content``: what it carries, as its dialect
+        says (an image, a file, thinking), else nothing."""
+        if type(block_type) is str and block_type in _BLOCK_PARTS:
+            _BLOCK_PARTS[block_type](self, block, depth)
 
     def _add_tool_use(self, block: dict[str, Any], depth: int) -> None:
         name = block.get("name")
@@ -368,8 +391,11 @@ class _Parts:
             self.json_values.append(tool_input)
 
     def _add_value(self, value: Any, depth: int) -> None:
-        """Anything but a block or ``None``: a string as it is, a list's items, an SDK
-        object's dict, else (numbers, booleans, dicts without a type ...) its JSON text."""
+        """Anything but a block: a string as it is, a list's items, an SDK
+        object's dict, else (numbers, booleans, dicts without a type ...) its JSON text;
+        ``None`` weighs nothing."""
+        if value is None:
+            return
         if isinstance(value, str):
             self.strings.append(value)
         elif depth > MAX_DEPTH:
@@ -388,7 +414,7 @@ class _Parts:
 
     def quarters(self) -> int:
         """The total weight of everything gathered."""
-        quarters = _strings_quarters(self.strings)
+        quarters = _strings_quarters(self.strings) + 4 * sum(self.fixed)
         values = self.json_values
         for start in range(0, len(values), _JSON_GROUP):
             group = values[start : start + _JSON_GROUP]

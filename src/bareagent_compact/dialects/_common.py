@@ -69,10 +69,12 @@ class Unpaired(Protocol):
 
 class Parts(Protocol):
     """Where the estimate gathers what a message weighs: strings weighed as they are,
-    values weighed as their JSON text, and values to read ``depth`` levels deep."""
+    values weighed as their JSON text, whole tokens (an image, a file), and values
+    to read ``depth`` levels deep."""
 
     strings: list[str]
     json_values: list[Any]
+    fixed: list[int]
 
     def add(self, values: Iterable[Any], depth: int) -> None: ...
 

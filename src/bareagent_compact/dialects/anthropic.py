@@ -6,11 +6,13 @@ message holding ``tool_result`` blocks is a tool-result unit by itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final
 
+from bareagent_compact import images
 from bareagent_compact.dialects._common import (
     Call,
+    Parts,
     Slot,
     Unpaired,
     as_id,
@@ -22,6 +24,7 @@ from bareagent_compact.dialects._content import TOOL_RESULT, TOOL_USE, render_bl
 from bareagent_compact.protocols import Message
 
 __all__ = [
+    "BLOCK_PARTS",
     "TOOL_RESULT",
     "TOOL_USE",
     "block_slot",
@@ -124,3 +127,51 @@ def rewrite_unpaired(message: Message, broken: Mapping[int, Unpaired]) -> None:
             others.append({"type": "text", "text": text})
     # Tool results must open a message; the converted text follows them.
     message["content"] = results_kept + others
+
+
+def _add_image(parts: Parts, block: dict[str, Any], depth: int) -> None:
+    """An ``image`` block: its size read from its base64 ``source``, else the cost of
+    the largest image (a URL, a file id)."""
+    source = block.get("source")
+    data = source.get("data") if isinstance(source, dict) else None
+    parts.fixed.append(images.anthropic_image(data))
+
+
+def _add_document(parts: Parts, block: dict[str, Any], depth: int) -> None:
+    """A ``document`` block: a plain-text source as its text, a content source as its
+    blocks, a PDF by the size of its data, anything else as one page."""
+    source = block.get("source")
+    if not isinstance(source, dict):
+        parts.fixed.append(images.document_tokens(None))
+        return
+    source_type = source.get("type")
+    if source_type == "text" and isinstance(source.get("data"), str):
+        parts.strings.append(source["data"])
+    elif source_type == "content":
+        parts.add((source.get("content"),), depth + 1)
+    else:
+        parts.fixed.append(images.document_tokens(source.get("data")))
+
+
+def _add_thinking(parts: Parts, block: dict[str, Any], depth: int) -> None:
+    """A ``thinking`` block: its text (not its signature)."""
+    thinking = block.get("thinking")
+    if isinstance(thinking, str):
+        parts.strings.append(thinking)
+
+
+def _add_redacted_thinking(parts: Parts, block: dict[str, Any], depth: int) -> None:
+    """A ``redacted_thinking`` block: its encrypted ``data``, weighed as text (it grows
+    with the thinking it hides)."""
+    data = block.get("data")
+    if isinstance(data, str):
+        parts.strings.append(data)
+
+
+BLOCK_PARTS: Final[dict[str, Callable[[Parts, dict[str, Any], int], None]]] = {
+    "image": _add_image,
+    "document": _add_document,
+    "thinking": _add_thinking,
+    "redacted_thinking": _add_redacted_thinking,
+}
+"""What the blocks that carry neither ``text`` nor ``content`` weigh, by type."""

@@ -6,9 +6,10 @@ A run of ``tool`` messages is one turn and one tool-result unit.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
+from bareagent_compact import images
 from bareagent_compact.dialects._common import (
     Call,
     Parts,
@@ -26,6 +27,7 @@ from bareagent_compact.dialects._content import render_call, render_content
 from bareagent_compact.protocols import Message
 
 __all__ = [
+    "BLOCK_PARTS",
     "TOOL_ROLE",
     "add_parts",
     "calls",
@@ -175,3 +177,28 @@ def _drop_parsed_arguments(call: dict[str, Any]) -> None:
     function = call.get("function")
     if isinstance(function, dict):
         function.pop("parsed_arguments", None)
+
+
+def _add_image(parts: Parts, block: dict[str, Any], depth: int) -> None:
+    """An ``image_url`` part: a ``data:`` URL by its size and ``detail``, another URL
+    as an image of unknown size."""
+    image_url = block.get("image_url")
+    if isinstance(image_url, dict):
+        parts.fixed.append(images.openai_image(image_url.get("url"), image_url.get("detail")))
+    else:
+        parts.fixed.append(images.openai_image(image_url, block.get("detail")))
+
+
+def _add_file(parts: Parts, block: dict[str, Any], depth: int) -> None:
+    """A ``file`` part: a document, by the size of its ``file_data``."""
+    file = block.get("file")
+    parts.fixed.append(
+        images.document_tokens(file.get("file_data") if isinstance(file, dict) else None)
+    )
+
+
+BLOCK_PARTS: Final[dict[str, Callable[[Parts, dict[str, Any], int], None]]] = {
+    "image_url": _add_image,
+    "file": _add_file,
+}
+"""What the content parts that carry no ``text`` weigh, by type."""

@@ -8,9 +8,10 @@ model produced (reasoning, an assistant message, calls ...) is one turn.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
+from bareagent_compact import images
 from bareagent_compact.dialects._common import (
     MESSAGE_TYPE,
     Call,
@@ -29,6 +30,7 @@ from bareagent_compact.dialects._content import render_block, render_call, rende
 from bareagent_compact.protocols import Message
 
 __all__ = [
+    "BLOCK_PARTS",
     "CALL_ITEM_NAMES",
     "RESULT_ITEM_TYPES",
     "RESULT_KEY",
@@ -193,3 +195,22 @@ def rewrite_unpaired(message: Message, unpaired: Unpaired) -> bool:
     message.clear()
     message.update(new)
     return unpaired.kind == "tool_result"
+
+
+def _add_image(parts: Parts, block: dict[str, Any], depth: int) -> None:
+    """An ``input_image`` part (or a ``computer_screenshot``): a ``data:`` URL by its
+    size and ``detail``; a URL or a file id as an image of unknown size."""
+    parts.fixed.append(images.openai_image(block.get("image_url"), block.get("detail")))
+
+
+def _add_file(parts: Parts, block: dict[str, Any], depth: int) -> None:
+    """An ``input_file`` part: a document, by the size of its ``file_data``."""
+    parts.fixed.append(images.document_tokens(block.get("file_data")))
+
+
+BLOCK_PARTS: Final[dict[str, Callable[[Parts, dict[str, Any], int], None]]] = {
+    "input_image": _add_image,
+    "computer_screenshot": _add_image,
+    "input_file": _add_file,
+}
+"""What the content parts that carry no ``text`` weigh, by type."""
