@@ -456,3 +456,8 @@ def test_the_async_compactor_recalls_too(tmp_path: Path) -> None:
     asyncio.run(compactor(messages))
     handle = markers(messages)["t0"][1]
     assert compactor.recall(handle) == output(0)
+
+
+def test_the_docs_quote_the_tool_description_exactly() -> None:
+    page = (SRC.parent / "docs" / "recall.md").read_text(encoding="utf-8")
+    assert f"> {recall_tool()['description']}\n" in page

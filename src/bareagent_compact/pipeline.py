@@ -496,8 +496,7 @@ class CompactorBase(Generic[ProviderT]):
             plain_messages(messages)
             validate_messages(messages)
             planned = plan_plain_micro(messages, keep_recent)
-        if planned and archive_reader(options.archive) is not None:
-            planned = with_handles(planned, self._session_id)  # markers name a recall handle
+        planned = with_handles(planned, self._session_id, options.archive)  # recall handles
         policy = options.derived.micro_options
         if planned and not policy.is_spec:
             # Over the threshold (or forced) everything eligible is cleared before

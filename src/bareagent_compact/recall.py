@@ -23,7 +23,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Final, NamedTuple, cast
 
 from bareagent_compact import dialects
@@ -109,8 +109,11 @@ def archive_reader(archive: object) -> ArchiveReader | None:
     return None
 
 
-def with_handles(planned: Sequence[Due], session_id: str) -> list[Due]:
-    """The planned truncations with a handle in their marker and archive record."""
+def with_handles(planned: list[Due], session_id: str, archive: object) -> list[Due]:
+    """The planned truncations with a handle in their marker and archive record, when
+    ``archive`` is bound to an :class:`ArchiveReader`; otherwise ``planned`` as it is."""
+    if not planned or archive_reader(archive) is None:
+        return planned
     handled: list[Due] = []
     for due in planned:
         record = due.record
