@@ -323,10 +323,11 @@ def _span(arguments: dict[str, Any], limit: int) -> tuple[str, int, int]:
 
 def page(text: str, handle: str, offset: int, limit: int) -> str:
     """``limit`` characters of ``text`` from ``offset``; when that is not all of it, a
-    last line says which part this is and how to read on."""
+    last line says which part this is and how to read on. ``ValueError`` for an
+    ``offset`` past the end."""
     total = len(text)
     if offset > total or (offset == total and total):
-        raise _Refusal(f"offset {offset} is past the end of {handle} ({total} characters)")
+        raise ValueError(f"offset {offset} is past the end of {handle} ({total} characters)")
     end = min(total, offset + limit)
     if offset == 0 and end == total:
         return text
@@ -355,7 +356,7 @@ def answer_recall(
         handle, offset, size = _span(_arguments(call.arguments), limit)
         text = _read(read, handle)
         return tool_result(call, page(text, handle, offset, size))
-    except _Refusal as exc:
+    except (_Refusal, ValueError) as exc:  # ValueError: an offset past the end
         return tool_result(call, f"Error: {exc}", error=True)
 
 
