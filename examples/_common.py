@@ -91,6 +91,10 @@ class Report:
     failed: int = 0
     overflow_retries: int = 0
     reasons: list[str] = field(default_factory=list)
+    recall: bool = False
+    """Whether the loop offered the recall tool: the report then counts recalls."""
+    recalls: int = 0
+    recalled_exact: int = 0
 
     def record(self, result: CompactionResult) -> None:
         if result.action is Action.FULL:
@@ -106,6 +110,8 @@ class Report:
             f"turns={self.turns} full_compactions={self.full} micro_compactions={self.micro} "
             f"failed_compactions={self.failed} overflow_retries={self.overflow_retries}"
         )
+        if self.recall:
+            text += f" recalls={self.recalls} recalled_exact={self.recalled_exact}"
         return text if rejected is None else f"{text} rejected_requests={rejected}"
 
 

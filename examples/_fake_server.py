@@ -21,6 +21,9 @@ is broken:
   of the assistant (a prefill the acknowledgement of a summary would be).
 
 A request without ``tools`` is a summary request: the answer is a short summary.
+When an Anthropic request offers the ``recall_truncated`` tool and its messages
+show a truncation marker with a recall handle, the scripted model calls that
+tool once, with the first handle it sees.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import functools
 import importlib
 import itertools
 import json
+import re
 import sys
 import types
 import typing
@@ -419,11 +423,15 @@ class Stats:
     summary_requests: int = 0
     rejected: int = 0
     overflows: int = 0
+    recalls: int = 0
     rejections: list[str] = field(default_factory=list)
     bodies: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
 TOOLS = {"search_logs": "query", "read_file": "path"}
+
+RECALL_HANDLE = re.compile(r"; recall (r-[0-9a-f]{12})\]")
+"""A recall handle in a truncation marker."""
 
 
 def tool_calls_for(turn: int) -> list[tuple[str, dict[str, str]]]:
@@ -526,9 +534,18 @@ class FakeServer:
         error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
         return http.Response(400, json={"error": error})
 
+    def _recall(self, body: Mapping[str, Any]) -> list[tuple[str, dict[str, str]]]:
+        """A call of the recall tool, once, when it is offered and a handle is shown."""
+        offered = any(tool.get("name") == "recall_truncated" for tool in body.get("tools") or ())
+        found = RECALL_HANDLE.search(json.dumps(body.get("messages")))
+        if self.stats.recalls or not offered or found is None:
+            return []
+        self.stats.recalls += 1
+        return [("recall_truncated", {"handle": found.group(1)})]
+
     def _anthropic(self, body: Mapping[str, Any], summary: bool, turn: int) -> dict[str, Any]:
         n = next(self._ids)
-        calls = [] if summary else tool_calls_for(turn)
+        calls = [] if summary else self._recall(body) or tool_calls_for(turn)
         content: list[dict[str, Any]] = []
         if summary:
             content.append({"type": "text", "text": SUMMARY_TEXT})

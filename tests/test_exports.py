@@ -41,6 +41,13 @@ def test_spec_names_are_importable() -> None:
         assert callable(getattr(bareagent_compact, name))
 
 
+def test_recall_names_are_exported() -> None:
+    for name in ("ArchiveReader", "DEFAULT_RECALL_LIMIT", "RECALL_TOOL_NAME", "recall_tool"):
+        assert name in bareagent_compact.__all__
+        assert getattr(bareagent_compact, name) is not None
+    assert bareagent_compact.recall_tool("anthropic")["name"] == bareagent_compact.RECALL_TOOL_NAME
+
+
 def test_package_ships_py_typed() -> None:
     assert files("bareagent_compact").joinpath("py.typed").is_file()
 

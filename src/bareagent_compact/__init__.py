@@ -21,6 +21,7 @@ from bareagent_compact.prompts import (
 from bareagent_compact.protocols import (
     AfterCompactHook,
     ArchiveHook,
+    ArchiveReader,
     ArchiveRecord,
     AsyncSummaryProvider,
     BeforeCompactHook,
@@ -30,6 +31,7 @@ from bareagent_compact.protocols import (
     TokenCounter,
     TranscriptManager,
 )
+from bareagent_compact.recall import DEFAULT_RECALL_LIMIT, RECALL_TOOL_NAME, recall_tool
 from bareagent_compact.result import Action, CompactionEvent, CompactionResult, Reason
 from bareagent_compact.serialize import _serialize
 from bareagent_compact.stores.errors import CorruptTranscriptError, SnapshotNotFoundError
@@ -47,6 +49,7 @@ __all__ = [
     "Action",
     "AfterCompactHook",
     "ArchiveHook",
+    "ArchiveReader",
     "ArchiveRecord",
     "AsyncCompactor",
     "AsyncSummaryProvider",
@@ -57,6 +60,7 @@ __all__ = [
     "CorruptTranscriptError",
     "DEFAULT_ACKNOWLEDGEMENT",
     "DEFAULT_KEEP_RECENT",
+    "DEFAULT_RECALL_LIMIT",
     "DEFAULT_SUMMARY_PROMPT",
     "DEFAULT_THRESHOLD",
     "HasText",
@@ -64,6 +68,7 @@ __all__ = [
     "Message",
     "OfflineSummarizer",
     "Orphan",
+    "RECALL_TOOL_NAME",
     "Reason",
     "SUMMARY_PREFIX",
     "Snapshot",
@@ -79,6 +84,7 @@ __all__ = [
     "find_orphans",
     "input_tokens_of",
     "is_context_overflow",
+    "recall_tool",
     "repair_tool_pairs",
 ]
 

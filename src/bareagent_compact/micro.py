@@ -27,9 +27,12 @@ TRUNCATED_PREFIX: Final = "[truncated:"
 """Results whose content starts with this are markers already and are skipped."""
 
 
-def truncation_marker(tool_name: str, chars: int) -> str:
-    """The text that replaces a truncated result: ``[truncated: bash result, 1204 chars]``."""
-    return f"[truncated: {tool_name} result, {chars} chars]"
+def truncation_marker(tool_name: str, chars: int, handle: str | None = None) -> str:
+    """The text that replaces a truncated result: ``[truncated: bash result, 1204 chars]``,
+    or with a recall ``handle`` ``[truncated: bash result, 1204 chars; recall r-...]``."""
+    if handle is None:
+        return f"[truncated: {tool_name} result, {chars} chars]"
+    return f"[truncated: {tool_name} result, {chars} chars; recall {handle}]"
 
 
 def check_keep_recent(keep_recent: object) -> int:

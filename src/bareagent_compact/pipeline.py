@@ -62,6 +62,14 @@ from bareagent_compact.rebuild import (
     system_copies,
     warn_about,
 )
+from bareagent_compact.recall import (
+    DEFAULT_RECALL_LIMIT,
+    answer_recall,
+    archive_reader,
+    check_span,
+    read_original,
+    with_handles,
+)
 from bareagent_compact.requests import (
     ArchiveRequest,
     HookRequest,
@@ -488,6 +496,7 @@ class CompactorBase(Generic[ProviderT]):
             plain_messages(messages)
             validate_messages(messages)
             planned = plan_plain_micro(messages, keep_recent)
+        planned = with_handles(planned, self._session_id, options.archive)  # recall handles
         policy = options.derived.micro_options
         if planned and not policy.is_spec:
             # Over the threshold (or forced) everything eligible is cleared before
@@ -839,3 +848,37 @@ class CompactorBase(Generic[ProviderT]):
         replace_all(messages, [*result.replaced, *current[len(result.rebuilt) :]])
         return True
 
+    # ------------------------------------------------------------------- recall
+
+    def recall(self, handle: str, offset: int = 0, limit: int | None = None) -> str:
+        """The original of a truncated result, by the handle its marker shows.
+
+        Read from the archive (``archive=store.archive`` of a
+        ``JsonlTranscriptManager`` or ``SqlTranscriptManager``), in this
+        compactor's session only: a str result as it was, a list of blocks as
+        the JSON the archive holds. ``offset`` and ``limit`` (characters) give a
+        part of it. ``LookupError`` for a handle that names nothing in this
+        session, or when the archive cannot be read back; ``TypeError`` /
+        ``ValueError`` for arguments of the wrong type or range.
+        """
+        offset, limit = check_span(offset, limit)
+        text = self._original(handle)
+        return text[offset:] if limit is None else text[offset : offset + limit]
+
+    def handle_recall(self, tool_call: object, *, limit: int = DEFAULT_RECALL_LIMIT) -> Message:
+        """Answer a ``recall_truncated`` tool call of any dialect (an Anthropic
+        ``tool_use`` block, a Chat ``tool_calls`` entry, a Responses
+        ``function_call`` item, as dicts or SDK objects) with its tool result:
+        one page of at most ``limit`` characters. Unknown or foreign handles and
+        bad arguments give an error result, never an exception (see
+        :func:`~bareagent_compact.recall.answer_recall`)."""
+        return answer_recall(self._original, tool_call, limit=limit)
+
+    def _original(self, handle: object) -> str:
+        reader = archive_reader(self._options.archive)
+        if reader is None:
+            raise LookupError(
+                "nothing can be recalled: archive= is not the archive method of a store "
+                "that reads records back (JsonlTranscriptManager, SqlTranscriptManager)"
+            )
+        return read_original(reader, self._session_id, handle)

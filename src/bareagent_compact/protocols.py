@@ -72,11 +72,27 @@ ArchiveRecord: TypeAlias = dict[str, Any]
 """What an archive hook receives for one truncated tool result.
 
 Keys: ``tool_use_id`` (``str | None``), ``tool_name`` (``str``), ``content``
-(the original result content, before truncation).
+(the original result content, before truncation), and, when the archive can
+be read back (:class:`ArchiveReader`), ``handle``: the recall handle the
+truncation marker shows.
 """
 
 ArchiveHook: TypeAlias = Callable[[ArchiveRecord], object]
 """Called with each tool result micro-compaction is about to truncate."""
+
+
+@runtime_checkable
+class ArchiveReader(Protocol):
+    """Optional: the object an archive hook is a bound method of, when it can read a
+    record back by its handle (``JsonlTranscriptManager``, ``SqlTranscriptManager``).
+
+    With such an archive, truncation markers carry a recall handle and the
+    compactor's ``recall`` reads the original back. ``read_archived`` returns the
+    record of ``session_id`` whose ``handle`` key is ``handle``, or ``None``; it
+    never returns a record of another session.
+    """
+
+    def read_archived(self, session_id: str, handle: str, /) -> ArchiveRecord | None: ...
 
 BeforeCompactHook: TypeAlias = Callable[[Any], object]
 """Called with a :class:`~bareagent_compact.CompactionEvent` before a full compaction;

@@ -50,9 +50,10 @@ def examples_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Done]:
     transcripts = tmp_path_factory.mktemp("repl-transcripts")
     commands = {name: ["--turns", "15", "--quiet"] for name in LOOPS}
     commands["repl"] = ["--dir", str(transcripts)]
+    commands["anthropic_loop --recall"] = ["--turns", "15", "--quiet", "--recall"]
     processes = {
         name: subprocess.Popen(
-            [sys.executable, str(EXAMPLES / f"{name}.py"), "--offline", *args],
+            [sys.executable, str(EXAMPLES / f"{name.split()[0]}.py"), "--offline", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -79,6 +80,15 @@ def test_the_example_loop_runs_offline_and_compacts(
     assert figures["rejected_requests"] == "0"
     assert int(figures["full_compactions"]) >= 1
     assert figures["failed_compactions"] == "0"
+
+
+def test_the_anthropic_loop_with_recall_gets_the_bytes_back(examples_run: dict[str, Done]) -> None:
+    done = examples_run["anthropic_loop --recall"]
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = dict(re.findall(r"(\w+)=(\d+)", done.stdout.strip().splitlines()[-1]))
+    assert figures["rejected_requests"] == "0"
+    assert figures["recalls"] == figures["recalled_exact"] == "1"
+    assert int(figures["full_compactions"]) >= 1
 
 
 def test_the_repl_compacts_starts_and_resumes_sessions(examples_run: dict[str, Done]) -> None:

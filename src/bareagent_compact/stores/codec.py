@@ -38,6 +38,8 @@ __all__ = [
     "decode_jsonl",
     "decode_line",
     "encode_archive_record",
+    "check_handle",
+    "matching_record",
     "encode_line",
     "encode_snapshot",
     "file_stem",
@@ -348,6 +350,32 @@ def encode_archive_record(record: ArchiveRecord) -> tuple[str, bytes]:
     line = encode_line(record, fallbacks, renamed)
     log_fallbacks("archive record", session_id, fallbacks, renamed)
     return session_id, line
+
+
+# -- reading an archived record back by its handle ------------------------------------
+
+HANDLE_KEY: Final = "handle"
+"""The key of an archive record holding its recall handle (records written before
+handles existed have none, and still load)."""
+
+
+def check_handle(handle: object) -> str:
+    """Refuse a handle that is not a non-empty ``str`` (``TypeError`` / ``ValueError``)."""
+    if not isinstance(handle, str):
+        raise TypeError(f"handle must be a str, got {type(handle).__name__}")
+    if not handle:
+        raise ValueError("handle must not be empty")
+    return handle
+
+
+def matching_record(
+    records: Sequence[ArchiveRecord], session_id: str, handle: str
+) -> ArchiveRecord | None:
+    """The first record of ``session_id`` whose handle is ``handle``, or ``None``."""
+    for record in records:
+        if record.get(HANDLE_KEY) == handle and record.get("session_id") == session_id:
+            return record
+    return None
 
 
 # -- decoding ---------------------------------------------------------------------

@@ -412,16 +412,27 @@ class JsonlTranscriptManager:
         its records of this session are taken (on a case-insensitive file
         system, ``Alice``'s old archive is also ``alice``'s).
         """
+        return self._archived(check_session_id(session_id))
+
+    def read_archived(self, session_id: str, handle: str) -> ArchiveRecord | None:
+        """The archived record of ``session_id`` whose ``handle`` is ``handle``, or
+        ``None`` (only that session's archive is read; see ``docs/recall.md``)."""
         session_id = check_session_id(session_id)
+        handle = codec.check_handle(handle)
+        needle = handle.encode("utf-8")
+        return codec.matching_record(self._archived(session_id, needle), session_id, handle)
+
+    def _archived(self, session_id: str, needle: bytes = b"") -> list[ArchiveRecord]:
+        """The records of a checked session id; with ``needle``, only lines holding it."""
         records: list[ArchiveRecord] = []
         legacy = codec.legacy_stem(session_id)
         if legacy is not None:
-            old = self._read_archive(self.directory / f"{legacy}{ARCHIVE_SUFFIX}")
+            old = self._read_archive(self.directory / f"{legacy}{ARCHIVE_SUFFIX}", needle)
             records.extend(r for r in old if r.get("session_id") == session_id)
-        return records + self._read_archive(self.archive_path(session_id))
+        return records + self._read_archive(self.archive_path(session_id), needle)
 
     @staticmethod
-    def _read_archive(path: Path) -> list[ArchiveRecord]:
+    def _read_archive(path: Path, needle: bytes = b"") -> list[ArchiveRecord]:
         """The readable records of one archive file; none when it does not exist."""
         try:
             data = _read_regular(path)
@@ -429,7 +440,7 @@ class JsonlTranscriptManager:
             return []
         records: list[ArchiveRecord] = []
         for number, raw in enumerate(data.split(b"\n"), start=1):
-            if not raw.strip():
+            if not raw.strip() or needle not in raw:
                 continue
             try:
                 records.append(decode_line(path, number, raw))

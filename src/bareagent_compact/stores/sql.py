@@ -484,6 +484,24 @@ class SqlTranscriptManager:
                 logger.warning("skipping unreadable archive record %s of %r", seq, session_id)
         return records
 
+    def read_archived(self, session_id: str, handle: str) -> ArchiveRecord | None:
+        """The archived record of ``session_id`` whose ``handle`` is ``handle``, or
+        ``None`` (only that session's rows are read; see ``docs/recall.md``)."""
+        session_id = check_session_id(session_id)
+        handle = codec.check_handle(handle)
+        rows = self._fetchall(
+            "SELECT seq, record FROM bareagent_archive WHERE session_id = ? AND record LIKE ?"
+            " ORDER BY seq",
+            (session_id, f"%{handle}%"),
+        )
+        records: list[ArchiveRecord] = []
+        for seq, text in rows:
+            try:
+                records.extend(_decode_body(f"archive {session_id!r} record {seq}", text))
+            except CorruptTranscriptError:
+                logger.warning("skipping unreadable archive record %s of %r", seq, session_id)
+        return codec.matching_record(records, session_id, handle)
+
     # -- connections ---------------------------------------------------------
 
     def close(self) -> None:
