@@ -364,7 +364,7 @@ def test_aclose_cancels_the_background_summary_and_leaves_the_history(
         provider = GatedProvider()
         compactor, messages = await started(provider)
         before = list(messages)
-        with caplog.at_level(logging.WARNING, logger="bareagent_compact"):
+        with caplog.at_level(logging.INFO, logger="bareagent_compact"):
             assert await compactor.aclose() is True
         assert provider.cancelled == 1 and not compactor.background_pending
         assert all(a is b for a, b in zip(messages, before, strict=True))

@@ -873,7 +873,7 @@ class CompactorBase(Generic[ProviderT]):
         pending, self._pending = self._pending, None
         if pending is None:
             return None
-        logger.warning("background summary %s; history left as it is", why)
+        logger.info("background summary %s; history left as it is", why)
         return pending.handle
 
     @property
