@@ -37,6 +37,7 @@ async def run(
     turns: int,
     threshold: int,
     log: Callable[[str], object] = print,
+    *,
     background_at: float | None = None,
     **create_kwargs: Any,
 ) -> Report:
@@ -132,7 +133,9 @@ async def main() -> int:
     log = (lambda _line: None) if args.quiet else print
     async with client:
         background_at = 0.8 if args.background else None
-        report = await run(client, args.model, args.turns, threshold, log, background_at)
+        report = await run(
+            client, args.model, args.turns, threshold, log, background_at=background_at
+        )
     print(report.line(server.stats.rejected if server else None))
     return 1 if server and server.stats.rejected else 0
 
