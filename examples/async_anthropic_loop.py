@@ -3,9 +3,11 @@
 The same loop as ``anthropic_loop.py`` on ``AsyncAnthropic``: the summary
 provider made from the async client is an ``async def``, so a summary request
 never blocks the event loop, and ``await compactor(messages)`` runs at the
-start of every turn.
+start of every turn. With ``--background`` the summary starts at 80% of the
+threshold in a task while the loop goes on, and a later turn swaps it in.
 
     python examples/async_anthropic_loop.py --offline            # fake local API, no key
+    python examples/async_anthropic_loop.py --offline --background
     ANTHROPIC_API_KEY=... python examples/async_anthropic_loop.py --turns 10
 """
 
@@ -35,20 +37,39 @@ async def run(
     turns: int,
     threshold: int,
     log: Callable[[str], object] = print,
+    *,
+    background_at: float | None = None,
     **create_kwargs: Any,
 ) -> Report:
     """Make ``turns`` model requests, compacting before each; return what happened.
 
-    ``create_kwargs`` go to every request (``thinking={"type": "enabled", ...}``).
+    ``background_at``: start the summary in the background at that share of the
+    threshold. ``create_kwargs`` go to every request (``thinking={"type": "enabled", ...}``).
     """
     compactor = AsyncCompactor(
-        provider=anthropic_provider(client, model, max_tokens=MAX_TOKENS), threshold=threshold
+        provider=anthropic_provider(client, model, max_tokens=MAX_TOKENS),
+        threshold=threshold,
+        background_at=background_at,
     )
+    async with compactor:  # closing cancels a summary still running in the background
+        return await loop(client, model, turns, compactor, log, **create_kwargs)
+
+
+async def loop(
+    client: Any,
+    model: str,
+    turns: int,
+    compactor: AsyncCompactor,
+    log: Callable[[str], object],
+    **create_kwargs: Any,
+) -> Report:
+    """The agent loop itself."""
     messages: list[Any] = [{"role": "user", "content": TASKS[0]}]
     report = Report()
     tasks = iter(TASKS[1:] * (turns // len(TASKS) + 1))
 
     async def ask() -> Any:
+        await asyncio.sleep(0)  # a real request waits on the network (the fake API does not)
         return await client.messages.create(
             model=model,
             max_tokens=MAX_TOKENS,
@@ -74,6 +95,7 @@ async def run(
             f"turn {report.turns:2d}: {result.action.value:5s} "
             f"{result.tokens_before:6d} -> {result.tokens_after:6d} tokens, "
             f"{len(messages):3d} messages, stop_reason={response.stop_reason}"
+            + (" (summary running in the background)" if compactor.background_pending else "")
         )
         messages.append({"role": "assistant", "content": response.content})
         if response.stop_reason == "tool_use":
@@ -93,17 +115,27 @@ async def run(
 
 
 async def main() -> int:
-    args = parser(__doc__.splitlines()[0], "claude-sonnet-5-5").parse_args()
+    cli = parser(__doc__.splitlines()[0], "claude-sonnet-5-5")
+    cli.add_argument(
+        "--background",
+        action="store_true",
+        help="summarise in the background from 80%% of the threshold (background_at=0.8)",
+    )
+    args = cli.parse_args()
     server = None
     if args.offline:
         server = FakeServer()
         client = anthropic_client(server, asynchronous=True)
     else:
         client = anthropic.AsyncAnthropic()
-    threshold = args.threshold or (3000 if args.offline else 50000)
+    offline_threshold = 5000 if args.background else 3000  # room for a summary to run
+    threshold = args.threshold or (offline_threshold if args.offline else 50000)
     log = (lambda _line: None) if args.quiet else print
     async with client:
-        report = await run(client, args.model, args.turns, threshold, log)
+        background_at = 0.8 if args.background else None
+        report = await run(
+            client, args.model, args.turns, threshold, log, background_at=background_at
+        )
     print(report.line(server.stats.rejected if server else None))
     return 1 if server and server.stats.rejected else 0
 

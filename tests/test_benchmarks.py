@@ -61,3 +61,13 @@ def test_async_benchmark_reports_the_event_loop_stall() -> None:
         capture_output=True, text=True, check=True, encoding="utf-8",
     )
     assert done.stdout.count("longest event-loop stall") == 3
+
+
+def test_background_benchmark_reports_the_call_times_of_both_modes() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_background.py"), "--delay", "0.02",
+         "--turns", "60"],
+        capture_output=True, text=True, check=True, encoding="utf-8",
+    )  # fmt: skip
+    assert done.stdout.count(" p99 ") == 2
+    assert "background_at=0.8" in done.stdout

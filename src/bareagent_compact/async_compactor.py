@@ -3,24 +3,33 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+import logging
 import threading
-from collections.abc import Callable, MutableSequence
+from collections.abc import Callable, Generator, MutableSequence
 from contextvars import ContextVar
-from typing import Any, Final
+from types import TracebackType
+from typing import Any, Final, TypeVar, cast
 
 from bareagent_compact.pipeline import (
     ArchiveRequest,
+    CollectRequest,
     CompactorBase,
     HookRequest,
     Outcome,
     Request,
     SaveRequest,
+    StartRequest,
     is_async_callable,
 )
 from bareagent_compact.protocols import AsyncSummaryProvider, SummaryProvider
 from bareagent_compact.result import CompactionResult
-from bareagent_compact.summarize import SummaryRequest
+from bareagent_compact.summarize import Summarized, SummaryRequest
+
+logger = logging.getLogger("bareagent_compact.compactor")
+
+T = TypeVar("T")
 
 _CALLS: Final[ContextVar[frozenset[object]]] = ContextVar(
     "bareagent_compact_calls", default=frozenset()
@@ -46,6 +55,13 @@ class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
     lock. Successive event loops (``asyncio.run`` twice) may use one instance;
     a call from another event loop while one is running raises ``RuntimeError``
     at once.
+
+    With ``background_at`` (a share of the threshold), a call that finds the
+    history past that share, and not over the threshold, starts the summary in
+    an ``asyncio`` task and returns at once; a later call swaps it in when it
+    is done (that call's result is the ``FULL`` one), waiting for it only when
+    the history is over the threshold or the call is forced. ``await
+    compactor.aclose()`` (or ``async with``) cancels a summary still running.
     """
 
     def _setup(self) -> None:
@@ -120,17 +136,54 @@ class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
     async def _compact(
         self, messages: MutableSequence[Any], force: bool, instructions: str | None
     ) -> CompactionResult:
-        steps = self._steps(messages, force, instructions)
+        result = await self._drive(self._steps(messages, force, instructions))
+        self.last_result = result
+        return result
+
+    async def _drive(self, steps: Generator[Request, Any, T]) -> T:
+        """Run ``steps`` to their end, answering each request."""
         try:
             request = next(steps)
             while True:
                 request = steps.send(await self._run(request))
         except StopIteration as done:
-            result: CompactionResult = done.value
-            self.last_result = result
-            return result
+            return cast(T, done.value)
         finally:
             steps.close()
+
+    async def aclose(self) -> bool:
+        """Cancel the summary running in the background, or drop one done and not
+        yet swapped in; ``True`` if there was one. The history is left as it is
+        (nothing was summarised); the next call compacts as usual."""
+        task = self._drop_background("cancelled by aclose()")
+        if not isinstance(task, asyncio.Task):
+            return False
+        if not task.done():
+            _cancel(task)
+            if task.get_loop() is asyncio.get_running_loop():
+                await asyncio.wait((task,))
+        return True
+
+    async def __aenter__(self) -> AsyncCompactor:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def _spawn(self, steps: Generator[Request, Any, Summarized]) -> asyncio.Task[Summarized]:
+        """Run the background steps in a task of the running event loop."""
+        task = asyncio.get_running_loop().create_task(self._background(steps))
+        task.add_done_callback(_retrieve)
+        return task
+
+    async def _background(self, steps: Generator[Request, Any, Summarized]) -> Summarized:
+        _CALLS.set(frozenset())  # the task's own context: not inside the call that started it
+        return await self._drive(steps)
 
     async def _run(self, request: Request) -> Any:
         """Answer one request of the compaction steps, awaiting plug-ins."""
@@ -145,6 +198,10 @@ class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
         if isinstance(request, SaveRequest):
             assert self.transcript_mgr is not None
             return await _outcome(self.transcript_mgr.save, request.messages, request.session_id)
+        if isinstance(request, StartRequest):
+            return Outcome(self._spawn(request.steps))
+        if isinstance(request, CollectRequest):
+            return await _collect(cast("asyncio.Task[Summarized]", request.handle), request.wait)
         assert isinstance(request, SummaryRequest)
         return await _outcome(self.provider, request.prompt)
 
@@ -161,6 +218,41 @@ class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
 
         outcomes = await asyncio.to_thread(archive_all)
         return [await _settled(outcome) for outcome in outcomes]
+
+
+def _retrieve(task: asyncio.Task[Summarized]) -> None:
+    """Mark a task's exception as seen (it is reported by the call that collects it)."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _cancel(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task``, also one of another event loop (thread-safely); a task
+    of a closed loop is left alone."""
+    loop = task.get_loop()
+    if loop is asyncio.get_running_loop():
+        task.cancel()
+    elif not loop.is_closed():
+        with contextlib.suppress(RuntimeError):  # closed meanwhile
+            loop.call_soon_threadsafe(task.cancel)
+
+
+async def _collect(task: asyncio.Task[Summarized], wait: bool) -> Outcome | None:
+    """What became of a background summary: ``None`` while it runs and ``wait`` is
+    false. A task of another event loop is never awaited: cancelled and lost."""
+    if not task.done():
+        if task.get_loop() is not asyncio.get_running_loop():
+            _cancel(task)
+            return Outcome(reason="it was started in another event loop")
+        if not wait:
+            return None
+        await asyncio.wait((task,))  # cancelling this call leaves the task running
+    if task.cancelled():
+        return Outcome(reason="cancelled")
+    error = task.exception()
+    if error is not None:
+        return Outcome(error=error if isinstance(error, Exception) else RuntimeError(error))
+    return Outcome(task.result())
 
 
 def _call(function: Callable[..., Any], *args: Any) -> Outcome:

@@ -57,6 +57,11 @@ class Compactor(CompactorBase[SummaryProvider]):
                 raise TypeError(
                     f"{name} is an async function: use AsyncCompactor, whose calls are awaited"
                 )
+        if options.background_at is not None:
+            raise TypeError(
+                "background_at needs AsyncCompactor: the background summary runs in an "
+                "asyncio task"
+            )
 
     def undo(self, messages: MutableSequence[Any], result: CompactionResult) -> bool:
         """Put back the history the full compaction of ``result`` replaced (see

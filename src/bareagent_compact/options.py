@@ -10,6 +10,7 @@ value with :func:`dataclasses.replace`, so nothing derived can go stale.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -64,6 +65,9 @@ class Derived:
     pin_facts_tokens: int
     """The pinned block's budget: ``pin_facts_tokens``, or, left at its default,
     ``min(2000, threshold // 10)``."""
+    background_tokens: int | None = None
+    """The count above which a summary starts in the background
+    (``floor(background_at * threshold)``); ``None``: off."""
 
 
 def _check_callable(name: str, value: object, *, optional: bool) -> None:
@@ -78,6 +82,23 @@ def _check_texts(options: Options) -> None:
         text = getattr(options, name)
         if text is not None and not isinstance(text, str):
             raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+
+
+def check_background_at(value: object) -> float | None:
+    """``None`` or a number in ``(0, 1]``, as a ``float``; else ``TypeError`` /
+    ``ValueError``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"background_at must be a float or None, got {type(value).__name__}")
+    if not 0 < value <= 1:  # NaN fails this too
+        raise ValueError(f"background_at must be in (0, 1], got {value!r}")
+    return float(value)
+
+
+def _background_tokens(options: Options) -> int | None:
+    share = options.background_at
+    return None if share is None else math.floor(share * options.threshold)
 
 
 def _check_values(options: Options) -> None:
@@ -96,6 +117,7 @@ def _check_values(options: Options) -> None:
     check_int("keep_tail_tokens", options.keep_tail_tokens)
     for name in ("token_counter", "archive", "before_compact", "after_compact"):
         _check_callable(name, getattr(options, name), optional=True)
+    check_background_at(options.background_at)
 
 
 def _texts(options: Options) -> LanguagePreset:
@@ -141,6 +163,7 @@ def derive(options: Options) -> Derived:
         estimate_tokens if counter is None else counter,
         counter is not None,
         pin_budget(options.pin_facts_tokens, options.threshold),
+        _background_tokens(options),
     )
 
 
@@ -175,6 +198,7 @@ class Options:
     micro_min_chars: int | None = None
     exclude_tools: Iterable[str] | None = None
     clear_at_least: int | None = None
+    background_at: float | None = None
     derived: Derived = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -183,5 +207,7 @@ class Options:
         setattr_(self, "derived", derived)
         for flag in ("keep_tool_pairs", "require_snapshot", "rolling_summaries", "pin_facts"):
             setattr_(self, flag, bool(getattr(self, flag)))
+        if self.background_at is not None:
+            setattr_(self, "background_at", float(self.background_at))
         if self.exclude_tools is not None:  # an iterator is read once, here
             setattr_(self, "exclude_tools", derived.micro_options.exclude_tools)

@@ -22,6 +22,7 @@ from typing import Any, Final, Generic, TypeVar, cast, overload
 
 from bareagent_compact import dialects
 from bareagent_compact.anchor import ReportedCount
+from bareagent_compact.background import Pending, frozen, starts_early
 from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS, extract, pinned_block
 from bareagent_compact.ledger import UsageLedger
 from bareagent_compact.micro import (
@@ -72,10 +73,12 @@ from bareagent_compact.recall import (
 )
 from bareagent_compact.requests import (
     ArchiveRequest,
+    CollectRequest,
     HookRequest,
     Outcome,
     Request,
     SaveRequest,
+    StartRequest,
     Steps,
     close_awaitable,
     is_async_callable,
@@ -97,12 +100,14 @@ __all__ = [
     "GROWTH_RETRY",
     "STILL_OVER_GROWTH",
     "ArchiveRequest",
+    "CollectRequest",
     "CompactorBase",
     "HookRequest",
     "Outcome",
     "Plan",
     "Request",
     "SaveRequest",
+    "StartRequest",
     "Steps",
     "SummaryRequest",
     "close_awaitable",
@@ -291,6 +296,7 @@ class CompactorBase(Generic[ProviderT]):
     micro_min_chars = _Option[int | None, int | None]()
     exclude_tools = _Option[frozenset[str] | None, Any]()
     clear_at_least = _Option[int | None, int | None]()
+    background_at = _Option[float | None, float | None]()
 
     last_result: CompactionResult | None = None
     """The result of the latest call, whatever it did (``None`` before the first).
@@ -324,6 +330,7 @@ class CompactorBase(Generic[ProviderT]):
         micro_min_chars: int | None = None,
         exclude_tools: Iterable[str] | None = None,
         clear_at_least: int | None = None,
+        background_at: float | None = None,
     ) -> None:
         # Every option is checked and everything derived from them computed by
         # Options; keep_recent, micro_min_chars and clear_at_least left as None
@@ -333,12 +340,13 @@ class CompactorBase(Generic[ProviderT]):
             acknowledgement, token_counter, keep_tool_pairs, archive, require_snapshot,
             summary_input_tokens, language, instructions, rolling_summaries, pin_facts,
             pin_facts_tokens, keep_tail_tokens, before_compact, after_compact, micro,
-            micro_min_chars, exclude_tools, clear_at_least,
+            micro_min_chars, exclude_tools, clear_at_least, background_at,
         )  # fmt: skip
         self._ledger: UsageLedger | None = None
         self._anchor = ReportedCount()
         self._reset_counting()
         self._trigger = Trigger()  # the failure back-off and the wait when still over
+        self._pending: Pending[_Attempt] | None = None  # a summary made in the background
         self._session_id = self._checked_session_id(session_id)
         self._check_plugins(self._options)
         self._setup()
@@ -530,7 +538,13 @@ class CompactorBase(Generic[ProviderT]):
         """Steps 2-8: plan, consult the hook, snapshot, summarize, check, rebuild, commit."""
         attempt = _Attempt(force, self._count_history(messages), truncated)
         self._trigger.calls += 1
-        plan = self._plan(messages, attempt)
+        if self._pending is not None:
+            swapped = yield from self._swap(messages, attempt)
+            if swapped is not None:
+                return swapped
+        elif self._starts_early(attempt):
+            return (yield from self._start(messages, attempt, instructions))
+        plan = self._plan(messages, attempt, self._options.threshold)
         if isinstance(plan, CompactionResult):
             return plan
         held = None if force else self._held(plan, attempt.tokens)
@@ -548,12 +562,13 @@ class CompactorBase(Generic[ProviderT]):
         return result
 
     def _plan(
-        self, messages: MutableSequence[Any], attempt: _Attempt
+        self, messages: MutableSequence[Any], attempt: _Attempt, limit: int
     ) -> Plan | CompactionResult:
-        """Steps 2-4: fire or not, and if so what is summarised, kept and sent."""
+        """Steps 2-4: fire or not, and if so what is summarised, kept and sent;
+        ``limit`` is the threshold (or the background watermark)."""
         options = self._options
         # Step 2: the trigger; strictly greater than the threshold.
-        if not attempt.force and attempt.tokens <= options.threshold:
+        if not attempt.force and attempt.tokens <= limit:
             return attempt.quiet()
         # Step 3: the pending turn (user input, or tool results) is kept out.
         snapshot, head_end, start = split_history(messages, options, self._count_list)
@@ -622,13 +637,16 @@ class CompactorBase(Generic[ProviderT]):
         ]
         return replace(plan, system_prompt=system, prompt=prompt)
 
-    def _snapshot(self, plan: Plan, attempt: _Attempt) -> Generator[Request, Any, bool]:
-        """Step 5: save the snapshot before anything is sent or changed; ``False``
-        when it failed and a snapshot is required."""
+    def _snapshot(
+        self, plan: Plan, attempt: _Attempt, copy: list[Message] | None = None
+    ) -> Generator[Request, Any, bool]:
+        """Step 5: save the snapshot (or its ``copy``) before anything is sent or
+        changed; ``False`` when it failed and a snapshot is required."""
         options = self._options
         if options.transcript_mgr is None:
             return True
-        saved: Outcome = yield SaveRequest(list(plan.snapshot), self._session_id)
+        messages = list(plan.snapshot) if copy is None else copy
+        saved: Outcome = yield SaveRequest(messages, self._session_id)
         attempt.saved = not saved.failed
         if attempt.saved:
             return True
@@ -774,6 +792,104 @@ class CompactorBase(Generic[ProviderT]):
                 _left_as(attempt.truncated),
             )
         return not force
+
+    # --------------------------------------------------------------- background
+
+    def _starts_early(self, attempt: _Attempt) -> bool:
+        options = self._options
+        watermark = options.derived.background_tokens
+        return starts_early(attempt.tokens, options.threshold, watermark, attempt.force)
+
+    def _start(
+        self, messages: MutableSequence[Any], attempt: _Attempt, instructions: str | None
+    ) -> Steps:
+        """Past ``background_at``: plan as for a full compaction, ask the hook, then
+        have the snapshot and the summary made in the background, on a frozen copy;
+        the call itself returns at once."""
+        watermark = self._options.derived.background_tokens
+        assert watermark is not None
+        plan = self._plan(messages, attempt, watermark)
+        if isinstance(plan, CompactionResult):
+            return plan
+        if self._held(plan, attempt.tokens) is not None:
+            return attempt.quiet()
+        plan = yield from self._consult(plan, attempt, instructions)
+        if isinstance(plan, CompactionResult):
+            return plan
+        try:
+            plan, copy = frozen(plan)
+        except ValueError:
+            logger.warning("compaction skipped: history cannot be encoded", exc_info=True)
+            return self._failure(attempt, Reason.NOT_ENCODABLE)
+        started: Outcome = yield StartRequest(self._prepare(plan, attempt, copy))
+        self._pending = Pending(plan, attempt, started.value)
+        logger.info(
+            "summary of %d messages started in the background at %d of %d tokens",
+            len(plan.source),
+            attempt.tokens,
+            self._options.threshold,
+        )
+        return attempt.quiet()
+
+    def _prepare(
+        self, plan: Plan, attempt: _Attempt, copy: list[Message]
+    ) -> Generator[Request, Any, Summarized]:
+        """The background part: save the snapshot, then summarise (steps 5-7)."""
+        if not (yield from self._snapshot(plan, attempt, copy)):
+            return Summarized(None, Reason.SNAPSHOT_FAILED, 0, 0)
+        return (yield from self._summarize(plan))
+
+    def _swap(
+        self, messages: MutableSequence[Any], attempt: _Attempt
+    ) -> Generator[Request, Any, CompactionResult | None]:
+        """Swap in the background summary when it is done, waiting for it when the
+        history is over the threshold (or the call is forced); ``None`` while it
+        runs, or when it was lost and a compaction is due now."""
+        pending = self._pending
+        assert pending is not None
+        due = attempt.force or attempt.tokens > self._options.threshold
+        answer: Outcome | None = yield CollectRequest(pending.handle, due)
+        if answer is None:
+            return None
+        if self._pending is pending:
+            self._pending = None
+        if answer.failed:
+            return self._lost(attempt, answer, due)
+        done: Summarized = answer.value
+        joined = replace(
+            pending.attempt, force=attempt.force, tokens=attempt.tokens, truncated=attempt.truncated
+        )
+        joined.calls, joined.parts = done.calls, done.parts
+        result = self._conclude(messages, pending.plan, joined, done)
+        yield from self._after(result, joined.summary if result.action is Action.FULL else None)
+        return result
+
+    def _lost(self, attempt: _Attempt, answer: Outcome, due: bool) -> CompactionResult | None:
+        """A background summary that ended without an answer: logged; a compaction
+        due now is made at once (``None``), else the call says the summary was lost."""
+        if answer.error is not None:
+            self._trigger.failed(attempt.tokens)
+        logger.warning(
+            "background summary lost%s; history left as it is%s",
+            answer.because() if answer.error is None else " (it raised)",
+            ", compacting now" if due else "",
+            exc_info=answer.error,
+        )
+        return None if due else attempt.quiet(Reason.BACKGROUND_LOST)
+
+    def _drop_background(self, why: str) -> object | None:
+        """Forget the summary running in the background (logged); its handle."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return None
+        logger.info("background summary %s; history left as it is", why)
+        return pending.handle
+
+    @property
+    def background_pending(self) -> bool:
+        """True while a summary started in the background is running or waiting
+        to be swapped in by the next call."""
+        return self._pending is not None
 
     # ----------------------------------------------------------------- back-off
 

@@ -13,14 +13,16 @@ from typing import Any, NamedTuple, TypeAlias
 
 from bareagent_compact.protocols import ArchiveRecord, Message
 from bareagent_compact.result import CompactionResult
-from bareagent_compact.summarize import SummaryRequest
+from bareagent_compact.summarize import Summarized, SummaryRequest
 
 __all__ = [
     "ArchiveRequest",
+    "CollectRequest",
     "HookRequest",
     "Outcome",
     "Request",
     "SaveRequest",
+    "StartRequest",
     "Steps",
     "SummaryRequest",
     "close_awaitable",
@@ -49,7 +51,27 @@ class SaveRequest(NamedTuple):
     session_id: str
 
 
-Request: TypeAlias = ArchiveRequest | HookRequest | SaveRequest | SummaryRequest
+class StartRequest(NamedTuple):
+    """Run ``steps`` (a snapshot and a summary) in the background, answering their
+    requests as usual; answer at once with an :class:`Outcome` whose value is a
+    handle the steps give back in a :class:`CollectRequest`."""
+
+    steps: Generator[Request, Any, Summarized]
+
+
+class CollectRequest(NamedTuple):
+    """What became of the background steps started with ``handle``. Answer ``None``
+    while they run and ``wait`` is false; otherwise wait for them and answer an
+    :class:`Outcome`: their ``Summarized`` as the value, the exception they raised,
+    or a ``reason`` they ended without an answer (cancelled, another event loop)."""
+
+    handle: object
+    wait: bool
+
+
+Request: TypeAlias = (
+    ArchiveRequest | HookRequest | SaveRequest | SummaryRequest | StartRequest | CollectRequest
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,11 @@ class Reason(str, enum.Enum):
     """The summary system prompt left less than half of ``summary_input_tokens`` for
     the history (in the compactor's count), even with the instructions left out."""
 
+    BACKGROUND_LOST = "background summary lost"
+    """A summary started in the background (``background_at``) ended without one
+    to swap in: it was cancelled (``aclose()``, or its event loop shut down), it
+    raised, or it belongs to another event loop. Nothing was summarised."""
+
     def __str__(self) -> str:
         return self.value
 

@@ -21,6 +21,7 @@ from _fake_server import FakeServer, anthropic_client
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 LOOPS = ["anthropic_loop", "async_anthropic_loop", "openai_chat_loop", "openai_responses_loop"]
+BACKGROUND = "async_anthropic_loop --background"
 
 
 REPL_SCRIPT = "\n".join(
@@ -49,6 +50,7 @@ def examples_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Done]:
     """Every example started at once (they spend most of their time importing), then awaited."""
     transcripts = tmp_path_factory.mktemp("repl-transcripts")
     commands = {name: ["--turns", "15", "--quiet"] for name in LOOPS}
+    commands[BACKGROUND] = ["--turns", "15", "--quiet", "--background"]
     commands["repl"] = ["--dir", str(transcripts)]
     commands["anthropic_loop --recall"] = ["--turns", "15", "--quiet", "--recall"]
     processes = {
@@ -69,7 +71,7 @@ def examples_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Done]:
     return done
 
 
-@pytest.mark.parametrize("name", LOOPS)
+@pytest.mark.parametrize("name", [*LOOPS, BACKGROUND])
 def test_the_example_loop_runs_offline_and_compacts(
     name: str, examples_run: dict[str, Done]
 ) -> None:

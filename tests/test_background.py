@@ -1,0 +1,502 @@
+"""Background compaction (``AsyncCompactor(background_at=...)``): the summary is made
+in a task while the loop goes on, and a later call swaps it in."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import math
+import random
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+import pytest
+
+from bareagent_compact import (
+    SUMMARY_PREFIX,
+    Action,
+    AsyncCompactor,
+    Compactor,
+    Reason,
+    dialects,
+    estimate_tokens,
+    find_orphans,
+)
+from conftest import MemoryTranscripts, tool_history, tool_round
+from converters import to_chat, to_responses
+
+T = TypeVar("T")
+
+DIALECTS: dict[str, Callable[[list[dict[str, Any]]], list[dict[str, Any]]]] = {
+    "anthropic": lambda history: history,
+    "chat": to_chat,
+    "responses": to_responses,
+}
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run``, with a bound so that a wait that should not happen fails
+    the test instead of hanging it."""
+    return asyncio.run(asyncio.wait_for(main, 60))
+
+
+async def settle(turns: int = 20) -> None:
+    """Let the tasks of the loop run (no time passes: each is a bare yield)."""
+    for _ in range(turns):
+        await asyncio.sleep(0)
+
+
+class GatedProvider:
+    """An ``async def`` summariser that answers only once ``release`` is set."""
+
+    def __init__(self, answer: str = "SUMMARY", error: BaseException | None = None) -> None:
+        self.release = asyncio.Event()
+        self.answer = answer
+        self.error = error
+        self.started = 0
+        self.finished = 0
+        self.cancelled = 0
+
+    async def __call__(self, prompt: list[dict[str, Any]], /) -> str:
+        self.started += 1
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        self.finished += 1
+        if self.error is not None:
+            raise self.error
+        return self.answer
+
+
+def history(rounds: int = 8, size: int = 400) -> list[dict[str, Any]]:
+    return tool_history(rounds, output=lambda turn: f"line {turn} " * (size // 8))
+
+
+def tokens(messages: list[dict[str, Any]]) -> int:
+    return estimate_tokens(messages)
+
+
+async def started(
+    provider: GatedProvider, *, share: float = 0.5, **options: Any
+) -> tuple[AsyncCompactor, list[dict[str, Any]]]:
+    """A compactor whose first call started a summary in the background."""
+    messages = history()
+    threshold = math.ceil(tokens(messages) / (share + 0.1))
+    compactor = AsyncCompactor(
+        provider, threshold=threshold, background_at=share, keep_recent=100, **options
+    )
+    result = await compactor(messages)
+    assert result.action is Action.NONE and result.reason is None
+    assert compactor.background_pending
+    await settle()
+    return compactor, messages
+
+
+def grow(messages: list[dict[str, Any]], turn: int, size: int = 40) -> list[dict[str, Any]]:
+    """Append one tool round (as another task of the agent would); the new messages."""
+    new = tool_round(f"late{turn}", "bash", f"late {turn} " * size)
+    messages += new
+    return new
+
+
+def assert_swapped(
+    messages: list[dict[str, Any]], snapshot: list[Any], appended: list[Any]
+) -> None:
+    """The summary replaced a prefix of the snapshot's dialogue; the rest of the
+    snapshot and every appended message are still there, the same objects, in order."""
+    assert any(
+        isinstance(m.get("content"), str) and m["content"].startswith(SUMMARY_PREFIX)
+        for m in messages
+    )
+    if appended:
+        assert all(a is b for a, b in zip(messages[-len(appended) :], appended, strict=True))
+    # Nothing lost: the snapshot's dialogue messages not present any more are the
+    # summarised ones, a prefix of it (system messages are rebuilt as copies).
+    present = {id(m) for m in messages}
+    flags = [id(m) in present for m in snapshot if not dialects.is_system(m)]
+    assert flags == sorted(flags) and not flags[0]
+    assert find_orphans(messages) == []
+
+
+# ------------------------------------------------------------------- options
+
+
+@pytest.mark.parametrize("value", [0.8, 1, 0.01, None])
+def test_background_at_takes_none_or_a_share_of_the_threshold(value: Any) -> None:
+    compactor = AsyncCompactor(lambda prompt: "S", threshold=1000, background_at=value)
+    assert compactor.background_at == (None if value is None else float(value))
+    expected = None if value is None else math.floor(value * 1000)
+    assert compactor.options.derived.background_tokens == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [(0, ValueError), (1.5, ValueError), (-0.2, ValueError), (float("nan"), ValueError),
+     ("0.8", TypeError), (True, TypeError)],
+)  # fmt: skip
+def test_background_at_outside_0_to_1_is_refused(value: Any, error: type[Exception]) -> None:
+    with pytest.raises(error, match="background_at"):
+        AsyncCompactor(lambda prompt: "S", background_at=value)
+
+
+def test_the_watermark_is_derived_again_when_the_threshold_changes() -> None:
+    compactor = AsyncCompactor(lambda prompt: "S", threshold=1000, background_at=0.8)
+    compactor.threshold = 2000
+    assert compactor.options.derived.background_tokens == 1600
+    with pytest.raises(ValueError, match="background_at"):
+        compactor.background_at = 2.0
+    assert compactor.background_at == 0.8
+
+
+def test_the_sync_compactor_refuses_background_at_naming_async_compactor() -> None:
+    with pytest.raises(TypeError, match="AsyncCompactor"):
+        Compactor(lambda prompt: "S", background_at=0.8)
+    compactor = Compactor(lambda prompt: "S")
+    with pytest.raises(TypeError, match="AsyncCompactor"):
+        compactor.background_at = 0.8
+    assert compactor.background_at is None
+
+
+# ----------------------------------------------------------------- the swap
+
+
+def test_the_call_returns_before_the_summary_is_done_and_a_later_call_swaps_it_in() -> None:
+    async def main() -> None:
+        provider = GatedProvider()
+        compactor, messages = await started(provider)
+        snapshot = list(messages)
+        assert provider.started == 1 and provider.finished == 0
+        appended = grow(messages, 0)
+        quiet = await compactor(messages)  # still running: the call does not wait
+        assert quiet.action is Action.NONE and compactor.background_pending
+        assert provider.finished == 0
+        provider.release.set()
+        await settle()
+        result = await compactor(messages)
+        assert result.action is Action.FULL and result.summary_calls == 1
+        assert result.tokens_after < result.tokens_before
+        assert not compactor.background_pending
+        assert compactor.last_result is result
+        assert_swapped(messages, snapshot, appended)
+
+    run(main())
+
+
+def test_a_call_over_the_threshold_waits_for_the_background_summary() -> None:
+    async def main() -> None:
+        provider = GatedProvider()
+        compactor, messages = await started(provider)
+        snapshot = list(messages)
+        appended: list[Any] = []
+        turn = 0
+        while tokens(messages) <= compactor.threshold:
+            appended += grow(messages, turn, size=200)
+            turn += 1
+        call = asyncio.create_task(compactor(messages))
+        await settle()
+        assert not call.done()  # waiting for the summary, not starting another
+        assert provider.started == 1
+        provider.release.set()
+        result = await call
+        assert result.action is Action.FULL and provider.started == 1
+        assert_swapped(messages, snapshot, appended)
+
+    run(main())
+
+
+def test_force_waits_for_the_background_summary_and_swaps_it_in() -> None:
+    async def main() -> None:
+        provider = GatedProvider()
+        compactor, messages = await started(provider)
+        appended = grow(messages, 0)
+        call = asyncio.create_task(compactor(messages, force=True))
+        await settle()
+        assert not call.done()
+        provider.release.set()
+        result = await call
+        assert result.action is Action.FULL and provider.started == 1
+        assert messages[-2:] == appended
+
+    run(main())
+
+
+def test_the_snapshot_is_saved_before_the_summary_as_the_history_was_at_the_start() -> None:
+    async def main() -> None:
+        transcripts = MemoryTranscripts()
+        provider = GatedProvider()
+        compactor, messages = await started(provider, transcript_mgr=transcripts)
+        at_start = [dict(m) for m in messages]
+        grow(messages, 0)
+        provider.release.set()
+        result = await compactor(messages, force=True)
+        assert result.action is Action.FULL and result.snapshot_saved
+        assert [m["content"] for m in transcripts.saved[0][0]] == [
+            m["content"] for m in at_start
+        ]
+
+    run(main())
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_background_swap_keeps_appended_messages_and_tool_pairs_over_random_histories(
+    dialect: str,
+) -> None:
+    swapped = [session(random.Random(f"{dialect}-{seed}"), DIALECTS[dialect]) for seed in range(12)]
+    assert sum(swapped) >= 9
+
+
+def random_anthropic(rng: random.Random, rounds: int) -> list[dict[str, Any]]:
+    def after(turn: int) -> list[dict[str, Any]]:
+        if rng.random() < 0.3:
+            return [
+                {"role": "assistant", "content": "noted " * rng.randint(5, 60)},
+                {"role": "user", "content": "go on " * rng.randint(1, 20)},
+            ]
+        return []
+
+    return tool_history(
+        rounds,
+        system=rng.choice([None, "You are an agent."]),
+        output=lambda turn: "out " * rng.randint(20, 300),
+        name=lambda turn: rng.choice(["bash", "read_file", "grep"]),
+        after=after,
+    )
+
+
+def cuts_of(anthropic: list[dict[str, Any]], convert: Callable[..., Any]) -> list[int]:
+    """Where each Anthropic message ends in the converted history (for feeding it
+    message by message)."""
+    return [len(convert(anthropic[:k])) for k in range(2, len(anthropic) + 1)]
+
+
+def counts(full: list[dict[str, Any]], cuts: list[int], keep_recent: int) -> list[int]:
+    """The compactor's count at each cut, with no full compaction."""
+    dry = Compactor(lambda prompt: "S", threshold=10**9, keep_recent=keep_recent)
+    live: list[Any] = []
+    seen: list[int] = []
+    for cut in cuts:
+        live += full[len(live) : cut]
+        seen.append(dry(live).tokens_before)
+    return seen
+
+
+def session(rng: random.Random, convert: Callable[..., Any]) -> bool:
+    """One generated session; ``True`` if a background summary was swapped in."""
+    anthropic = random_anthropic(rng, rng.randint(12, 24))
+    full = convert(anthropic)
+    assert find_orphans(full) == []
+    cuts = cuts_of(anthropic, convert)
+    keep_recent = rng.choice([2, 4, 100])
+    peak = max(counts(copy.deepcopy(full), cuts, keep_recent))
+    threshold = max(1, int(peak * 0.8))
+    return run(drive(full, cuts, threshold, keep_recent, rng))
+
+
+async def drive(
+    full: list[dict[str, Any]], cuts: list[int], threshold: int, keep_recent: int,
+    rng: random.Random,
+) -> bool:  # fmt: skip
+    provider = GatedProvider()
+    compactor = AsyncCompactor(
+        provider, threshold=threshold, background_at=0.5, keep_recent=keep_recent
+    )
+    messages: list[Any] = []
+    fed = 0
+    snapshot: list[Any] | None = None
+    appended: list[Any] = []
+    for cut in cuts:
+        new = full[fed:cut]
+        if tokens(messages + new) > threshold:
+            break  # the next call would summarise now, or wait for the summary
+        messages += new
+        fed = cut
+        if snapshot is not None:
+            appended += new
+        result = await compactor(messages)
+        assert result.action in (Action.NONE, Action.MICRO), result
+        if snapshot is None and compactor.background_pending:
+            snapshot = list(messages)
+        elif snapshot is not None and rng.random() < 0.3:
+            break
+    if snapshot is None:
+        return False  # this history never crossed the watermark below the threshold
+    provider.release.set()
+    await settle()
+    result = await compactor(messages)
+    assert result.action is Action.FULL, result
+    assert_swapped(messages, snapshot, appended)
+    return True
+
+
+# ----------------------------------------------------- nothing lost, logged
+
+
+def test_cancelling_the_waiting_call_keeps_the_history_and_the_background_summary() -> None:
+    async def main() -> None:
+        provider = GatedProvider()
+        compactor, messages = await started(provider)
+        appended = grow(messages, 0)
+        before = list(messages)
+        call = asyncio.create_task(compactor(messages, force=True))
+        await settle()
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert messages == before and all(a is b for a, b in zip(messages, before, strict=True))
+        assert compactor.background_pending and provider.cancelled == 0
+        provider.release.set()
+        await settle()
+        result = await compactor(messages)
+        assert result.action is Action.FULL
+        assert messages[-2:] == appended
+
+    run(main())
+
+
+def test_aclose_cancels_the_background_summary_and_leaves_the_history(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def main() -> None:
+        provider = GatedProvider()
+        compactor, messages = await started(provider)
+        before = list(messages)
+        with caplog.at_level(logging.INFO, logger="bareagent_compact"):
+            assert await compactor.aclose() is True
+        assert provider.cancelled == 1 and not compactor.background_pending
+        assert all(a is b for a, b in zip(messages, before, strict=True))
+        assert "cancelled by aclose()" in caplog.text
+        assert await compactor.aclose() is False
+        provider.release.set()
+        result = await compactor(messages, force=True)  # compacts as usual afterwards
+        assert result.action is Action.FULL
+
+    run(main())
+
+
+def test_leaving_async_with_closes_the_compactor() -> None:
+    async def main() -> None:
+        provider = GatedProvider()
+        compactor, _ = await started(provider)
+        async with compactor:
+            pass
+        assert provider.cancelled == 1 and not compactor.background_pending
+
+    run(main())
+
+
+def test_a_provider_failing_in_the_background_gives_a_failed_result_and_the_history(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def main() -> None:
+        provider = GatedProvider(error=RuntimeError("boom"))
+        compactor, messages = await started(provider)
+        appended = grow(messages, 0)
+        before = list(messages)
+        provider.release.set()
+        await settle()
+        with caplog.at_level(logging.WARNING, logger="bareagent_compact"):
+            result = await compactor(messages)
+        assert result.action is Action.FAILED and result.reason is Reason.PROVIDER_RAISED
+        assert messages == before and messages[-2:] == appended
+        assert "summary provider failed" in caplog.text
+
+    run(main())
+
+
+class Crash(BaseException):
+    """Escapes every ``except Exception`` of the library, as a bug would."""
+
+
+def test_an_exception_escaping_the_task_is_logged_and_the_summary_lost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def main() -> None:
+        provider = GatedProvider(error=Crash("crash"))
+        compactor, messages = await started(provider)
+        before = list(messages)
+        provider.release.set()
+        await settle()
+        with caplog.at_level(logging.WARNING, logger="bareagent_compact"):
+            result = await compactor(messages)
+        assert result.action is Action.NONE and result.reason is Reason.BACKGROUND_LOST
+        assert messages == before
+        assert "background summary lost (it raised)" in caplog.text
+        assert any(r.exc_info for r in caplog.records)
+
+    run(main())
+
+
+def test_a_history_rewritten_meanwhile_is_left_as_the_caller_made_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def main() -> None:
+        provider = GatedProvider()
+        compactor, messages = await started(provider)
+        messages[1] = {"role": "user", "content": "a rewritten request"}
+        grow(messages, 0)
+        mine = list(messages)
+        provider.release.set()
+        await settle()
+        with caplog.at_level(logging.WARNING, logger="bareagent_compact"):
+            result = await compactor(messages)
+        assert result.action is Action.FAILED and result.reason is Reason.HISTORY_CHANGED
+        assert all(a is b for a, b in zip(messages, mine, strict=True))
+        assert "changed other than by appending" in caplog.text
+        assert not compactor.background_pending
+
+    run(main())
+
+
+def test_a_summary_cancelled_with_its_event_loop_is_reported_by_the_next_loop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    provider = GatedProvider()
+    compactor, messages = run(started(provider))  # asyncio.run cancels the task at its end
+    before = list(messages)
+    with caplog.at_level(logging.WARNING, logger="bareagent_compact"):
+        result = run(compactor(messages))
+    assert result.reason is Reason.BACKGROUND_LOST
+    assert messages == before and "background summary lost (cancelled)" in caplog.text
+
+
+def test_a_call_from_another_event_loop_does_not_wait_for_the_summary() -> None:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        provider = GatedProvider()
+        future = asyncio.run_coroutine_threadsafe(started(provider), loop)
+        compactor, messages = future.result(timeout=60)
+        compactor.provider = lambda prompt: "made here"
+        result = run(compactor(messages, force=True))  # this thread's own loop
+        assert result.action is Action.FULL  # the summary there is lost, one is made here
+        assert not compactor.background_pending
+        assert "made here" in messages[1]["content"]
+        asyncio.run_coroutine_threadsafe(settle(), loop).result(timeout=60)
+        assert provider.cancelled == 1
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=60)
+        loop.close()
+
+
+def test_a_before_compact_veto_starts_nothing_in_the_background() -> None:
+    async def main() -> None:
+        provider = GatedProvider()
+        messages = history()
+        compactor = AsyncCompactor(
+            provider,
+            threshold=tokens(messages) * 2,
+            background_at=0.1,
+            before_compact=lambda event: False,
+        )
+        result = await compactor(messages)
+        assert result.reason is Reason.SKIPPED_BY_HOOK
+        assert not compactor.background_pending and provider.started == 0
+
+    run(main())
+
