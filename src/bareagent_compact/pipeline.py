@@ -93,7 +93,7 @@ from bareagent_compact.summarize import (
 from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.trigger import BACKOFF_CAP, GROWTH_RETRY, STILL_OVER_GROWTH, Trigger
 from bareagent_compact.usage import input_tokens_of
-from bareagent_compact.validate import validate_messages
+from bareagent_compact.validate import check_name, validate_messages
 
 __all__ = [
     "BACKOFF_CAP",
@@ -137,11 +137,7 @@ def summary_text(response: object) -> str | None:
 
 
 def _check_session_id(session_id: object) -> str:
-    if not isinstance(session_id, str):
-        raise TypeError(f"session_id must be a str, got {type(session_id).__name__}")
-    if not session_id:
-        raise ValueError("session_id must not be empty")
-    return session_id
+    return check_name("session_id", session_id)
 
 
 def _session_id_checkers(options: Options) -> Iterator[SessionIdChecker]:

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, TypeAlias, overload
 
-from bareagent_compact.validate import check_int
+from bareagent_compact.validate import check_int, check_name
 
 __all__ = [
     "AsyncSummaryFunction",
@@ -97,11 +97,7 @@ def _detect_async(client: object, create: Callable[..., Any], is_async: bool | N
 
 
 def _check_model(model: object) -> str:
-    if not isinstance(model, str):
-        raise TypeError(f"model must be a str, got {type(model).__name__}")
-    if not model:
-        raise ValueError("model must not be empty")
-    return model
+    return check_name("model", model)
 
 
 def _check_max_tokens(max_tokens: object) -> int:

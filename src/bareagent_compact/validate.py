@@ -28,6 +28,15 @@ def check_int(name: str, value: object, minimum: int = 0) -> int:
     return value
 
 
+def check_name(name: str, value: object) -> str:
+    """``value`` as a non-empty ``str``; else a ``TypeError`` or ``ValueError`` naming ``name``."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{name} must not be empty")
+    return value
+
+
 def validate_messages(messages: Any, *, objects: bool = False) -> None:
     """Raise ``TypeError`` naming the first index that is not a message dict.
 

@@ -22,7 +22,7 @@ from typing import Any, Final, TypeAlias
 from bareagent_compact._json import has_only_str_keys, log_renamed, with_plain_keys
 from bareagent_compact.protocols import ArchiveRecord, Message
 from bareagent_compact.stores.errors import CorruptTranscriptError
-from bareagent_compact.validate import not_a_dict, not_a_list
+from bareagent_compact.validate import check_name, not_a_dict, not_a_list
 
 __all__ = [
     "DIRECTORY_MODE",
@@ -361,11 +361,7 @@ handles existed have none, and still load)."""
 
 def check_handle(handle: object) -> str:
     """Refuse a handle that is not a non-empty ``str`` (``TypeError`` / ``ValueError``)."""
-    if not isinstance(handle, str):
-        raise TypeError(f"handle must be a str, got {type(handle).__name__}")
-    if not handle:
-        raise ValueError("handle must not be empty")
-    return handle
+    return check_name("handle", handle)
 
 
 def matching_record(

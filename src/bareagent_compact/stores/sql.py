@@ -476,13 +476,7 @@ class SqlTranscriptManager:
             "SELECT seq, record FROM bareagent_archive WHERE session_id = ? ORDER BY seq",
             (session_id,),
         )
-        records: list[ArchiveRecord] = []
-        for seq, text in rows:
-            try:
-                records.extend(_decode_body(f"archive {session_id!r} record {seq}", text))
-            except CorruptTranscriptError:
-                logger.warning("skipping unreadable archive record %s of %r", seq, session_id)
-        return records
+        return _archive_records(rows, session_id)
 
     def read_archived(self, session_id: str, handle: str) -> ArchiveRecord | None:
         """The archived record of ``session_id`` whose ``handle`` is ``handle``, or
@@ -494,13 +488,7 @@ class SqlTranscriptManager:
             " ORDER BY seq",
             (session_id, f"%{handle}%"),
         )
-        records: list[ArchiveRecord] = []
-        for seq, text in rows:
-            try:
-                records.extend(_decode_body(f"archive {session_id!r} record {seq}", text))
-            except CorruptTranscriptError:
-                logger.warning("skipping unreadable archive record %s of %r", seq, session_id)
-        return codec.matching_record(records, session_id, handle)
+        return codec.matching_record(_archive_records(rows, session_id), session_id, handle)
 
     # -- connections ---------------------------------------------------------
 
@@ -771,3 +759,15 @@ class _Driver:
                     "INSERT INTO bareagent_meta (name, value) VALUES (?, ?)",
                     ("schema_version", str(SCHEMA_VERSION)),
                 )
+
+
+def _archive_records(rows: list[Any], session_id: str) -> list[ArchiveRecord]:
+    """The archive records of ``rows`` (``seq``, ``record``); an unreadable record is
+    skipped with a warning, as the JSONL store skips a line a killed writer left."""
+    records: list[ArchiveRecord] = []
+    for seq, text in rows:
+        try:
+            records.extend(_decode_body(f"archive {session_id!r} record {seq}", text))
+        except CorruptTranscriptError:
+            logger.warning("skipping unreadable archive record %s of %r", seq, session_id)
+    return records
