@@ -459,5 +459,5 @@ def test_the_async_compactor_recalls_too(tmp_path: Path) -> None:
 
 
 def test_the_docs_quote_the_tool_description_exactly() -> None:
-    page = (SRC.parent / "docs" / "recall.md").read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parents[1] / "docs" / "recall.md").read_text(encoding="utf-8")
     assert f"> {recall_tool()['description']}\n" in page
