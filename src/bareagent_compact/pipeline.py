@@ -634,7 +634,9 @@ class CompactorBase(Generic[ProviderT]):
             return before
         if not undo:
             before = self._count_history(messages)
-        undo += apply_micro(planned, keep)
+        cut = apply_micro(planned, keep)
+        logger.info("cut %d oversize text(s) to their head and tail", len(cut))
+        undo += cut
         self._anchor.forget()
         return before
 
