@@ -158,6 +158,9 @@ def config(
         "keep_recent": rng.randint(0, 4),
         "keep_tool_pairs": rng.random() < 0.5,
         "session_id": rng.choice(["a", "会话-1"]),
+        # The invariants below are micro-compaction's and the rebuild's; texts over
+        # max_message_tokens are cut by another step (tests/test_oversize.py).
+        "max_message_tokens": None,
     }
     return options, provider, transcripts
 

@@ -18,6 +18,11 @@ from typing import Any, Final
 
 from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS, pin_budget
 from bareagent_compact.micro import MICRO_SPEC, MicroOptions, resolve_micro
+from bareagent_compact.oversize import (
+    DEFAULT_MAX_MESSAGE_TOKENS,
+    check_max_message_tokens,
+    message_limit,
+)
 from bareagent_compact.prompts import DEFAULT_THRESHOLD, LANGUAGES, LanguagePreset
 from bareagent_compact.protocols import (
     AfterCompactHook,
@@ -65,6 +70,9 @@ class Derived:
     pin_facts_tokens: int
     """The pinned block's budget: ``pin_facts_tokens``, or, left at its default,
     ``min(2000, threshold // 10)``."""
+    max_message_tokens: int | None
+    """The most one text may weigh before it is cut (``None``: off): the option, or,
+    left at its default, ``max(4000, threshold // 2)``."""
     background_tokens: int | None = None
     """The count above which a summary starts in the background
     (``floor(background_at * threshold)``); ``None``: off."""
@@ -115,6 +123,7 @@ def _check_values(options: Options) -> None:
     check_int("summary_input_tokens", options.summary_input_tokens, MIN_BUDGET)
     check_int("pin_facts_tokens", options.pin_facts_tokens)
     check_int("keep_tail_tokens", options.keep_tail_tokens)
+    check_max_message_tokens(options.max_message_tokens)
     for name in ("token_counter", "archive", "before_compact", "after_compact"):
         _check_callable(name, getattr(options, name), optional=True)
     check_background_at(options.background_at)
@@ -163,6 +172,7 @@ def derive(options: Options) -> Derived:
         estimate_tokens if counter is None else counter,
         counter is not None,
         pin_budget(options.pin_facts_tokens, options.threshold),
+        message_limit(options.max_message_tokens, options.threshold),
         _background_tokens(options),
     )
 
@@ -198,6 +208,7 @@ class Options:
     micro_min_chars: int | None = None
     exclude_tools: Iterable[str] | None = None
     clear_at_least: int | None = None
+    max_message_tokens: int | None = DEFAULT_MAX_MESSAGE_TOKENS
     background_at: float | None = None
     derived: Derived = field(init=False, repr=False, compare=False)
 

@@ -38,6 +38,7 @@ from bareagent_compact.micro import (
     undo_micro,
 )
 from bareagent_compact.options import DEFAULT_LANGUAGE, Options
+from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS, OversizeScan
 from bareagent_compact.plain import plain_messages, plain_view
 from bareagent_compact.prompts import DEFAULT_THRESHOLD
 from bareagent_compact.protocols import (
@@ -185,12 +186,13 @@ def _read_summary(answer: Outcome, truncated: int = 0) -> tuple[str | None, Reas
     return summary, None
 
 
-def _archived(outcome: Outcome) -> bool:
+def _archived(outcome: Outcome, kept: str = "tool result kept untruncated") -> bool:
     """Whether the archive hook took a record; a failure keeps the result whole."""
     if outcome.failed:
         logger.warning(
-            "archive hook failed%s; tool result kept untruncated",
+            "archive hook failed%s; %s",
             outcome.because(),
+            kept,
             exc_info=outcome.error,
         )
         return False
@@ -292,6 +294,7 @@ class CompactorBase(Generic[ProviderT]):
     micro_min_chars = _Option[int | None, int | None]()
     exclude_tools = _Option[frozenset[str] | None, Any]()
     clear_at_least = _Option[int | None, int | None]()
+    max_message_tokens = _Option[int | None, int | None](derived=True)
     background_at = _Option[float | None, float | None]()
 
     last_result: CompactionResult | None = None
@@ -326,6 +329,7 @@ class CompactorBase(Generic[ProviderT]):
         micro_min_chars: int | None = None,
         exclude_tools: Iterable[str] | None = None,
         clear_at_least: int | None = None,
+        max_message_tokens: int | None = DEFAULT_MAX_MESSAGE_TOKENS,
         background_at: float | None = None,
     ) -> None:
         # Every option is checked and everything derived from them computed by
@@ -336,13 +340,15 @@ class CompactorBase(Generic[ProviderT]):
             acknowledgement, token_counter, keep_tool_pairs, archive, require_snapshot,
             summary_input_tokens, language, instructions, rolling_summaries, pin_facts,
             pin_facts_tokens, keep_tail_tokens, before_compact, after_compact, micro,
-            micro_min_chars, exclude_tools, clear_at_least, background_at,
+            micro_min_chars, exclude_tools, clear_at_least, max_message_tokens,
+            background_at,
         )  # fmt: skip
         self._ledger: UsageLedger | None = None
         self._anchor = ReportedCount()
         self._reset_counting()
         self._trigger = Trigger()  # the failure back-off and the wait when still over
         self._pending: Pending[_Attempt] | None = None  # a summary made in the background
+        self._oversize = OversizeScan()  # how far the history is checked for oversize texts
         self._session_id = self._checked_session_id(session_id)
         self._check_plugins(self._options)
         self._setup()
@@ -470,10 +476,10 @@ class CompactorBase(Generic[ProviderT]):
         """One compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
         validate_messages(messages, objects=True)
         undo, before_micro = yield from self._micro(messages, force)
-        truncated = len(undo)
-        prefix_changed = changes_prefix(messages, undo)
         try:
-            result = yield from self._full(messages, force, truncated, instructions)
+            before_micro = yield from self._cut(messages, undo, before_micro)
+            prefix_changed = changes_prefix(messages, undo)
+            result = yield from self._full(messages, force, len(undo), instructions)
         except GeneratorExit:
             # The driver gave up (cancelled or interrupted) during a request: the
             # history goes back exactly as it was.
@@ -519,6 +525,47 @@ class CompactorBase(Generic[ProviderT]):
         if undo:
             self._anchor.forget()  # the reported size no longer fits the edited messages
         return undo, before
+
+    def _cut(
+        self, messages: MutableSequence[Any], undo: Undo, before: int
+    ) -> Generator[Request, Any, int]:
+        """Step 1, continued: cut each text over ``max_message_tokens`` to its head and
+        tail (see :mod:`~bareagent_compact.oversize`), adding to ``undo``; returns the
+        history's count before step 1 (``before``, if micro-compaction changed it)."""
+        planned = self._oversize.plan(messages, self._options.derived.max_message_tokens)
+        if not planned:
+            return before
+        keep = yield from self._may_cut(messages, planned)
+        self._oversize.settle(messages, keep)
+        if keep is not None and not any(keep):
+            return before
+        if not undo:
+            before = self._count_history(messages)
+        cut = apply_micro(planned, keep)
+        logger.info("cut %d oversize text(s) to their head and tail", len(cut))
+        undo += cut
+        self._anchor.forget()
+        return before
+
+    def _may_cut(
+        self, messages: MutableSequence[Any], planned: Sequence[Due]
+    ) -> Generator[Request, Any, list[bool] | None]:
+        """Which planned texts may be cut: those the archive hook took; without one,
+        all once a snapshot is saved (or not required); with neither, all (``None``)."""
+        options = self._options
+        if options.archive is not None:
+            outcomes = yield ArchiveRequest(self._archive_records(planned))
+            return [_archived(outcome, "oversize text kept whole") for outcome in outcomes]
+        if options.transcript_mgr is None:
+            return None
+        saved: Outcome = yield SaveRequest(list(messages), self._session_id)
+        if saved.failed:
+            logger.warning(
+                "transcript snapshot before cutting an oversize text failed%s",
+                saved.because(),
+                exc_info=saved.error,
+            )
+        return [not saved.failed or not options.require_snapshot] * len(planned)
 
     def _archive_records(self, planned: Sequence[Due]) -> list[ArchiveRecord]:
         session_id = self._session_id

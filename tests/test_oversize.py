@@ -1,0 +1,423 @@
+"""One oversize message (a tool result or a user text) is cut to its head and tail."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+import re
+from typing import Any
+
+import pytest
+from tests.conftest import MemoryTranscripts, RecordingProvider, tool_round
+from tests.test_properties import CASES, Case
+
+from bareagent_compact import AsyncCompactor, Compactor, estimate_tokens
+from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS as DEFAULT
+from bareagent_compact.oversize import text_slots
+from bareagent_compact.result import Action
+from bareagent_compact.tokens import quarters_to_tokens, text_quarters
+
+MARKER = re.compile(r"\[\.\.\. ([\d,]+) chars cut \.\.\.\]")
+
+THRESHOLD = 8000
+
+
+def observation(chars: int) -> str:
+    """A long shell observation: numbered lines of code-like text, with a distinct
+    first and last line."""
+    lines = ["$ cat big.log"]
+    lines += (f"{i:6d}\tvalue = compute(item_{i}, depth={i % 7})  # ok" for i in range(chars // 48))
+    lines.append("EXIT CODE: 1 (the last line)")
+    return "\n".join(lines)
+
+
+def swe_agent_history(huge: str, *, pending: bool = True) -> list[dict[str, Any]]:
+    """A text-action agent: observations come back as user messages."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a software engineer. Reply with one command."},
+        {"role": "user", "content": "Fix the failing test in tests/test_parser.py."},
+    ]
+    for i in range(6):
+        messages.append({"role": "assistant", "content": f"Let me look.\n```\nls src/{i}\n```"})
+        messages.append({"role": "user", "content": f"OBSERVATION:\nfile_{i}.py\nREADME.md"})
+    messages.append({"role": "assistant", "content": "```\ncat big.log\n```"})
+    messages.append({"role": "user", "content": huge})
+    if not pending:
+        messages.append({"role": "assistant", "content": "The log is long; let me grep it."})
+        messages.append({"role": "user", "content": "OBSERVATION:\n(no output)"})
+    return messages
+
+
+def test_an_868_kb_observation_leaves_the_history_near_the_threshold(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    huge = observation(868_000)
+    assert len(huge) >= 868_000
+    records: list[dict[str, Any]] = []
+
+    def run(**options: Any) -> tuple[list[dict[str, Any]], float]:
+        messages = swe_agent_history(huge)
+        compactor = Compactor(RecordingProvider("短摘要"), threshold=THRESHOLD, **options)
+        compactor(messages)
+        return messages, estimate_tokens(messages) / THRESHOLD
+
+    uncut, before = run(max_message_tokens=None)
+    messages, after = run(archive=records.append)
+    with capsys.disabled():
+        print(
+            f"\n868 KB observation, threshold {THRESHOLD}: history / threshold "
+            f"{before:.1f}x without max_message_tokens, {after:.2f}x with the default"
+        )
+    assert uncut[-1]["content"] == huge
+    assert before > 20
+    assert after <= 1.0
+    text = messages[-1]["content"]
+    assert text.startswith(huge[:300])
+    assert text.endswith(huge[-300:])
+    found = MARKER.search(text)
+    assert found is not None
+    assert int(found.group(1).replace(",", "")) == len(huge) - len(text) + len(found.group(0)) + 2
+    assert [r["content"] for r in records if r.get("kind") == "oversize"] == [huge]
+    record = next(r for r in records if r.get("kind") == "oversize")
+    assert record["session_id"] == "default"
+    assert record["tool_use_id"] is None
+
+
+def test_an_old_oversize_observation_is_cut_and_the_cut_is_stable() -> None:
+    huge = observation(200_000)
+    messages = swe_agent_history(huge, pending=False)
+    records: list[dict[str, Any]] = []
+    compactor = Compactor(RecordingProvider(), threshold=50_000, archive=records.append)
+    first = compactor(messages)
+    assert first.action is Action.MICRO
+    assert first.truncated == 1
+    assert first.tokens_before_micro > 50_000 >= first.tokens_before
+    assert first.prefix_changed
+    cut = messages[-3]["content"]
+    assert MARKER.search(cut) and cut.startswith(huge[:100]) and cut.endswith(huge[-100:])
+    assert estimate_tokens([{"role": "user", "content": cut}]) <= compactor.max_message_tokens
+    second = compactor(messages)
+    assert second.action is Action.NONE
+    assert messages[-3]["content"] is cut
+    assert len(records) == 1
+
+
+def anthropic_result(content: Any) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": "go"}, *tool_round("toolu_1", "bash", content)]
+
+
+def chat_result(content: Any) -> list[dict[str, Any]]:
+    call = {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    return [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": content},
+    ]
+
+
+def responses_result(content: Any, kind: str = "function_call_output") -> list[dict[str, Any]]:
+    call_type = "custom_tool_call" if kind == "custom_tool_call_output" else "function_call"
+    return [
+        {"role": "user", "content": "go"},
+        {"type": call_type, "call_id": "fc_1", "name": "bash", "arguments": "{}", "input": ""},
+        {"type": kind, "call_id": "fc_1", "output": content},
+    ]
+
+
+def _result_text(message: dict[str, Any]) -> Any:
+    if "output" in message:
+        return message["output"]
+    content = message["content"]
+    return content[0]["content"] if isinstance(content, list) else content
+
+
+@pytest.mark.parametrize(
+    ("build", "call_id"),
+    [
+        (anthropic_result, "toolu_1"),
+        (chat_result, "call_1"),
+        (responses_result, "fc_1"),
+        (lambda c: responses_result(c, "custom_tool_call_output"), "fc_1"),
+    ],
+    ids=["anthropic", "chat", "responses", "responses-custom"],
+)
+def test_a_huge_tool_result_is_cut_in_each_dialect(build: Any, call_id: str) -> None:
+    huge = observation(120_000)
+    messages = build(huge)
+    records: list[dict[str, Any]] = []
+    compactor = Compactor(RecordingProvider(), threshold=THRESHOLD, archive=records.append)
+    compactor(messages)
+    text = _result_text(messages[-1])
+    assert MARKER.search(text)
+    assert text.startswith(huge[:200]) and text.endswith(huge[-200:])
+    assert estimate_tokens([{"role": "user", "content": text}]) <= 4000
+    assert records == [
+        {
+            "tool_use_id": call_id,
+            "tool_name": "bash",
+            "content": huge,
+            "kind": "oversize",
+            "session_id": "default",
+        }
+    ]
+
+
+def test_text_blocks_are_cut_and_images_left_whole() -> None:
+    huge = observation(100_000)
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "A" * 300_000},
+    }
+    result = [{"type": "text", "text": huge}, image]
+    messages = anthropic_result(result)
+    messages.append({"role": "user", "content": [{"type": "text", "text": huge}, dict(image)]})
+    # Two cut texts and two images weigh more than THRESHOLD: a higher threshold keeps
+    # this call to the cut alone (no full compaction), at the same message limit.
+    Compactor(RecordingProvider(), threshold=4 * THRESHOLD, max_message_tokens=THRESHOLD // 2)(
+        messages
+    )
+    for blocks in (messages[-2]["content"][0]["content"], messages[-1]["content"]):
+        assert MARKER.search(blocks[0]["text"])
+        assert blocks[1] == image
+
+
+def test_user_texts_in_chat_parts_and_responses_items_are_cut() -> None:
+    huge = observation(100_000)
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": huge}]},
+        {"role": "assistant", "content": "ok"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": huge}]},
+    ]
+    Compactor(RecordingProvider(), threshold=THRESHOLD)(messages)
+    assert MARKER.search(messages[0]["content"][0]["text"])
+    assert MARKER.search(messages[2]["content"][0]["text"])
+
+
+def test_the_pending_user_request_is_cut_keeping_head_and_tail() -> None:
+    huge = "请修复这个错误。" + observation(100_000) + "\n最后：请只改 parser.py。"
+    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": huge}]
+    Compactor(RecordingProvider(), threshold=THRESHOLD)(messages)
+    text = messages[-1]["content"]
+    assert text.startswith("请修复这个错误。") and text.endswith("最后：请只改 parser.py。")
+    assert MARKER.search(text)
+
+
+def test_assistant_and_system_messages_are_never_cut() -> None:
+    huge = observation(100_000)
+    messages = [
+        {"role": "system", "content": huge},
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": huge},
+        {"role": "user", "content": "thanks"},
+    ]
+    before = copy.deepcopy(messages)
+    Compactor(RecordingProvider(), threshold=1_000_000, max_message_tokens=1000)(messages)
+    assert messages == before
+
+
+def test_a_refused_archive_leaves_the_message_whole_and_is_retried() -> None:
+    huge = observation(100_000)
+    messages = swe_agent_history(huge, pending=False)
+    calls: list[dict[str, Any]] = []
+
+    def refuse(record: dict[str, Any]) -> None:
+        calls.append(record)
+        raise OSError("disk full")
+
+    compactor = Compactor(RecordingProvider(), threshold=50_000, archive=refuse)
+    result = compactor(messages)
+    assert messages[-3]["content"] == huge
+    assert result.action is Action.NONE and result.truncated == 0
+    assert [r["content"] for r in calls] == [huge]
+    compactor.archive = calls.append
+    compactor(messages)
+    assert MARKER.search(messages[-3]["content"])
+    assert [r["content"] for r in calls] == [huge, huge]
+
+
+def test_without_an_archive_a_snapshot_is_saved_before_the_cut() -> None:
+    huge = observation(100_000)
+    messages = swe_agent_history(huge, pending=False)
+    transcripts = MemoryTranscripts()
+    Compactor(RecordingProvider(), transcripts, threshold=50_000)(messages)
+    assert MARKER.search(messages[-3]["content"])
+    [(saved, session_id)] = transcripts.saved
+    assert saved[-3]["content"] == huge and session_id == "default"
+
+
+def test_a_failed_snapshot_leaves_the_message_whole_when_one_is_required() -> None:
+    huge = observation(100_000)
+    messages = swe_agent_history(huge, pending=False)
+    failing = MemoryTranscripts(error=OSError("read-only"))
+    Compactor(RecordingProvider(), failing, threshold=50_000)(messages)
+    assert messages[-3]["content"] == huge
+    Compactor(RecordingProvider(), failing, threshold=50_000, require_snapshot=False)(messages)
+    assert MARKER.search(messages[-3]["content"])
+
+
+def test_with_neither_archive_nor_transcripts_the_message_is_cut() -> None:
+    huge = observation(100_000)
+    messages = swe_agent_history(huge, pending=False)
+    Compactor(RecordingProvider(), threshold=50_000)(messages)
+    assert MARKER.search(messages[-3]["content"])
+
+
+@pytest.mark.parametrize("threshold", [0, 3])
+def test_tiny_thresholds_cut_no_ordinary_message(threshold: int) -> None:
+    ordinary = "y" * 12_000  # 3,000 estimated tokens: a long but ordinary result
+    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "z" * 10_000}]
+    for i in range(4):
+        messages += tool_round(f"toolu_{i}", "bash", ordinary)
+    records: list[dict[str, Any]] = []
+    compactor = Compactor(RecordingProvider("S"), threshold=threshold, archive=records.append)
+    assert compactor.max_message_tokens == 4000
+    compactor(messages)
+    assert not MARKER.search(repr(messages))
+    assert not [r for r in records if r.get("kind") == "oversize"]
+    assert messages[-1]["content"][0]["content"] == ordinary
+
+
+def test_max_message_tokens_none_cuts_nothing() -> None:
+    huge = observation(200_000)
+    messages = swe_agent_history(huge, pending=False)
+    records: list[dict[str, Any]] = []
+    Compactor(
+        RecordingProvider(), threshold=1_000_000, max_message_tokens=None, archive=records.append
+    )(messages)
+    assert messages[-3]["content"] == huge
+    assert records == []
+
+
+def test_max_message_tokens_follows_the_threshold_unless_given() -> None:
+    compactor = Compactor(RecordingProvider(), threshold=THRESHOLD)
+    assert compactor.max_message_tokens == 4000
+    compactor.threshold = 20_000
+    assert compactor.max_message_tokens == 10_000
+    compactor.threshold = 100
+    assert compactor.max_message_tokens == 4000
+    assert Compactor(RecordingProvider()).max_message_tokens == 25_000
+    chosen = Compactor(RecordingProvider(), threshold=THRESHOLD, max_message_tokens=5000)
+    chosen.threshold = 100_000
+    assert chosen.max_message_tokens == 5000
+    off = Compactor(RecordingProvider(), max_message_tokens=None)
+    off.threshold = 100
+    assert off.max_message_tokens is None
+    off.max_message_tokens = 700
+    assert off.options.max_message_tokens == 700
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ("4000", TypeError),
+        (True, TypeError),
+        (4000.0, TypeError),
+        (-1, ValueError),
+        (99, ValueError),
+    ],
+)
+def test_max_message_tokens_is_validated(value: object, error: type[Exception]) -> None:
+    with pytest.raises(error, match="max_message_tokens"):
+        Compactor(RecordingProvider(), max_message_tokens=value)  # type: ignore[arg-type]
+    compactor = Compactor(RecordingProvider())
+    with pytest.raises(error, match="max_message_tokens"):
+        compactor.max_message_tokens = value  # type: ignore[assignment]
+    assert compactor.max_message_tokens == 25_000
+
+
+def test_an_interrupted_summary_puts_the_cut_message_back() -> None:
+    huge = observation(868_000)
+    messages = swe_agent_history(huge, pending=False)
+    original = copy.deepcopy(messages)
+    compactor = Compactor(RecordingProvider(KeyboardInterrupt()), threshold=3000)
+    with pytest.raises(KeyboardInterrupt):
+        compactor(messages)
+    assert messages == original
+
+
+def test_undoing_a_full_compaction_puts_the_cut_message_back() -> None:
+    huge = observation(300_000)
+    messages = swe_agent_history(huge, pending=False)
+    original = copy.deepcopy(messages)
+    compactor = Compactor(RecordingProvider("S"), threshold=3000)
+    result = compactor(messages)
+    assert result.action is Action.FULL
+    assert compactor.undo(messages, result)
+    assert messages == original
+
+
+def test_the_async_compactor_cuts_archives_and_undoes_on_cancellation() -> None:
+    huge = observation(868_000)
+    records: list[dict[str, Any]] = []
+
+    async def archive(record: dict[str, Any]) -> None:
+        records.append(record)
+
+    async def main() -> None:
+        messages = swe_agent_history(huge)
+        compactor = AsyncCompactor(
+            RecordingProvider("短摘要"), threshold=THRESHOLD, archive=archive
+        )
+        await compactor(messages)
+        assert estimate_tokens(messages) <= THRESHOLD
+        assert MARKER.search(messages[-1]["content"])
+        assert [r["content"] for r in records] == [huge]
+
+        started = asyncio.Event()
+
+        async def slow(prompt: Any) -> str:
+            started.set()
+            await asyncio.sleep(10)
+            return "S"
+
+        again = swe_agent_history(huge, pending=False)
+        original = copy.deepcopy(again)
+        slow_compactor = AsyncCompactor(slow, threshold=3000)
+        task = asyncio.ensure_future(slow_compactor(again))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert again == original
+
+    asyncio.run(main())
+
+
+def test_random_histories_keep_no_text_over_the_limit_and_lose_nothing() -> None:
+    cut_cases = 0
+    for case_number in range(CASES // 3):
+        rng = random.Random(case_number)
+        case = Case(rng)
+        if case.malformed:
+            continue
+        messages = case.messages
+        before = copy.deepcopy(messages)
+        records: list[dict[str, Any]] = []
+        compactor = Compactor(
+            RecordingProvider(RuntimeError("down")),
+            threshold=rng.choice([0, 50, 500, 50_000]),
+            keep_recent=rng.randint(0, 4),
+            archive=records.append,
+            max_message_tokens=rng.choice([None, 100, 1000, DEFAULT]),
+        )
+        result = compactor(messages, force=rng.random() < 0.5)
+        assert result.action is not Action.FULL
+        limit = compactor.max_message_tokens
+        oversize = [r for r in records if r.get("kind") == "oversize"]
+        cut_cases += bool(oversize)
+        originals = [r["content"] for r in oversize]
+        for old, new in zip(before, messages, strict=True):
+            if new.get("role") in ("system", "assistant"):
+                assert new == old, case_number
+            for slot, _ in text_slots(new):
+                text = slot.holder[slot.key]
+                if limit is not None:
+                    assert quarters_to_tokens(text_quarters(text)) <= limit, case_number
+                found = MARKER.search(text)
+                if found:
+                    head, tail = text[: found.start() - 1], text[found.end() + 1 :]
+                    assert any(o.startswith(head) and o.endswith(tail) for o in originals)
+        compactor(messages)
+        assert [r for r in records if r.get("kind") == "oversize"] == oversize, case_number
+    assert cut_cases > 10, cut_cases
