@@ -424,17 +424,18 @@ class CompactorBase(Generic[ProviderT]):
     def _count(self, messages: MutableSequence[Any]) -> int:
         """The token count of ``messages``; a failing or malformed counter falls back
         to the built-in estimate, with a warning."""
+        read = dialects.live_view(messages)  # only what the server reads past its own compaction
         try:
-            tokens = self._options.derived.token_counter(messages)  # type: ignore[arg-type]
+            tokens = self._options.derived.token_counter(read)  # type: ignore[arg-type]
         except Exception:
             logger.warning("token_counter failed; using the built-in estimate", exc_info=True)
-            return estimate_tokens(list(messages))
+            return estimate_tokens(list(read))
         if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
             logger.warning(
                 "token_counter returned %s, not an int >= 0; using the built-in estimate",
                 type(tokens).__name__ if not isinstance(tokens, int) else tokens,
             )
-            return estimate_tokens(list(messages))
+            return estimate_tokens(list(read))
         return tokens
 
     def _count_list(self, messages: list[Message]) -> int:
@@ -443,8 +444,8 @@ class CompactorBase(Generic[ProviderT]):
     def _count_history(self, messages: MutableSequence[Any]) -> int:
         """The count of the whole history, the one the trigger compares."""
         if self._ledger is None:
-            return self._anchor.count(messages, self._count_list)
-        return self._ledger.count(messages if isinstance(messages, list) else list(messages))
+            return self._anchor.count(dialects.live_view(messages), self._count_list)
+        return self._ledger.count(list(dialects.live_view(messages)))
 
     def record_usage(self, messages: Sequence[Any], usage: object) -> None:
         """Anchor the count on what the API reported for a request carrying ``messages``.
@@ -459,12 +460,12 @@ class CompactorBase(Generic[ProviderT]):
         """
         tokens = input_tokens_of(usage)
         if self._ledger is None:
-            self._anchor.record(messages, tokens)
+            self._anchor.record(dialects.live_view(messages), tokens)
             return
         view: Any = messages
         if not (isinstance(view, list) and _DICTS.issuperset(map(type, view))):
             view = plain_view(messages)  # SDK objects read as dicts, the list unchanged
-        self._ledger.record(view if isinstance(view, list) else list(view), tokens)
+        self._ledger.record(list(dialects.live_view(view)), tokens)
 
     # -------------------------------------------------------------------- steps
 
@@ -573,8 +574,11 @@ class CompactorBase(Generic[ProviderT]):
         # Step 3: the pending turn (user input, or tool results) is kept out.
         snapshot, head_end, start = split_history(messages, options, self._count_list)
         head = snapshot[:head_end]
+        # A server compaction artefact and all before it stay in place: only the
+        # live part after it is summarised.
+        fixed = min(dialects.fixed_end(snapshot), start)
         # Step 4: the summary source excludes system messages.
-        source = [m for m in head[:start] if not dialects.is_system(m)]
+        source = [m for m in head[fixed:start] if not dialects.is_system(m)]
         if not source:
             return attempt.quiet(Reason.NOTHING_TO_SUMMARISE)
         acknowledgement = options.derived.acknowledgement
@@ -591,14 +595,14 @@ class CompactorBase(Generic[ProviderT]):
         # sent, so that an unencodable history fails before any side effect.
         source_tokens = self._count(source)
         try:
-            systems = system_copies(head)
+            systems = system_copies(head[fixed:])
             prompt = spec_prompt(source, source_tokens, options)
         except ValueError:
             logger.warning("compaction skipped: history cannot be encoded", exc_info=True)
             return self._failure(attempt, Reason.NOT_ENCODABLE)
         system_prompt = options.derived.system_prompt
         return Plan(
-            snapshot, head_end, start, systems, source, source_tokens, system_prompt, prompt
+            snapshot, head_end, start, systems, source, source_tokens, system_prompt, prompt, fixed
         )
 
     def _consult(
