@@ -90,6 +90,7 @@ from bareagent_compact.summarize import (
     SummaryRequest,
     summarize_source,
 )
+from bareagent_compact.thinking import clear_thinking
 from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.trigger import BACKOFF_CAP, GROWTH_RETRY, STILL_OVER_GROWTH, Trigger
 from bareagent_compact.usage import input_tokens_of
@@ -297,6 +298,8 @@ class CompactorBase(Generic[ProviderT]):
     exclude_tools = _Option[frozenset[str] | None, Any]()
     clear_at_least = _Option[int | None, int | None]()
     background_at = _Option[float | None, float | None]()
+    prune_before_server_compaction = _Option[bool, bool]()
+    clear_thinking_after_turns = _Option[int | None, int | None]()
 
     last_result: CompactionResult | None = None
     """The result of the latest call, whatever it did (``None`` before the first).
@@ -331,6 +334,8 @@ class CompactorBase(Generic[ProviderT]):
         exclude_tools: Iterable[str] | None = None,
         clear_at_least: int | None = None,
         background_at: float | None = None,
+        prune_before_server_compaction: bool = False,
+        clear_thinking_after_turns: int | None = None,
     ) -> None:
         # Every option is checked and everything derived from them computed by
         # Options; keep_recent, micro_min_chars and clear_at_least left as None
@@ -341,6 +346,7 @@ class CompactorBase(Generic[ProviderT]):
             summary_input_tokens, language, instructions, rolling_summaries, pin_facts,
             pin_facts_tokens, keep_tail_tokens, before_compact, after_compact, micro,
             micro_min_chars, exclude_tools, clear_at_least, background_at,
+            prune_before_server_compaction, clear_thinking_after_turns,
         )  # fmt: skip
         self._ledger: UsageLedger | None = None
         self._anchor = ReportedCount()
@@ -474,6 +480,8 @@ class CompactorBase(Generic[ProviderT]):
     ) -> Steps:
         """One compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
         validate_messages(messages, objects=True)
+        pruned = yield from self._prune(messages)
+        cleared = self._clear_thinking(messages)
         undo, before_micro = yield from self._micro(messages, force)
         truncated = len(undo)
         prefix_changed = changes_prefix(messages, undo)
@@ -490,7 +498,47 @@ class CompactorBase(Generic[ProviderT]):
             result = replace(result, prefix_changed=True, truncations=tuple(undo))
         elif prefix_changed:
             result = replace(result, prefix_changed=True)
+        if pruned or cleared:
+            result = replace(result, prefix_changed=True, pruned=pruned, thinking_cleared=cleared)
         return result
+
+    def _prune(self, messages: MutableSequence[Any]) -> Generator[Request, Any, int]:
+        """Drop what comes before the newest server compaction artefact (system
+        messages aside), after saving the whole list when there is a transcript
+        manager (``prune_before_server_compaction``); how many were dropped."""
+        options = self._options
+        if not options.prune_before_server_compaction:
+            return 0
+        plain_messages(messages)
+        dead = dialects.dead_indices(messages)
+        if not dead:
+            return 0
+        if options.transcript_mgr is not None:
+            saved: Outcome = yield SaveRequest(list(messages), self._session_id)
+            if saved.failed and options.require_snapshot:
+                logger.warning(
+                    "messages before the server's compaction kept: snapshot failed for "
+                    "session %r%s",
+                    self._session_id,
+                    saved.because(),
+                    exc_info=saved.error,
+                )
+                return 0
+        for index in reversed(dead):
+            del messages[index]
+        self._anchor.forget()
+        return len(dead)
+
+    def _clear_thinking(self, messages: MutableSequence[Any]) -> int:
+        """Clear old thinking blocks and reasoning items (``clear_thinking_after_turns``)."""
+        keep_turns = self._options.clear_thinking_after_turns
+        if keep_turns is None:
+            return 0
+        plain_messages(messages)
+        cleared = clear_thinking(messages, keep_turns)
+        if cleared:
+            self._anchor.forget()
+        return cleared
 
     def _micro(
         self, messages: MutableSequence[Any], force: bool
