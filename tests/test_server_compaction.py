@@ -4,6 +4,7 @@ never altered, counted from the newest one; old thinking cleared; check_request.
 from __future__ import annotations
 
 import copy
+import importlib
 from typing import Any
 
 import pytest
@@ -138,8 +139,8 @@ def test_an_sdk_compaction_block_becomes_exactly_the_fields_the_server_sent() ->
 def test_real_sdk_objects_round_trip_unchanged() -> None:
     anthropic = pytest.importorskip("anthropic")
     openai = pytest.importorskip("openai")
-    from anthropic._models import construct_type as anthropic_construct
-    from openai._models import construct_type as openai_construct
+    anthropic_construct = importlib.import_module("anthropic._models").construct_type
+    openai_construct = importlib.import_module("openai._models").construct_type
 
     wire = {"type": "compaction", "content": "S", "encrypted_content": None, "signature": "x"}
     block = anthropic_construct(type_=anthropic.types.beta.BetaCompactionBlock, value=wire)
