@@ -220,14 +220,16 @@ def check_anthropic(
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return ["messages: at least one message is required"]
-    message_type = _sdk_type("anthropic.types", "MessageParam")
+    newest = newest_compaction(messages)
+    module = "anthropic.types.beta" if newest >= 0 else "anthropic.types"
+    message_type = _sdk_type(module, "BetaMessageParam" if newest >= 0 else "MessageParam")
     errors = [
         e for i, m in enumerate(messages) for e in type_errors(m, message_type, f"messages.{i}")
     ]
     if errors:
         return errors
-    dialogue = [m for m in messages if m.get("role") != "system"]
-    if not dialogue or dialogue[0]["role"] != "user":
+    dialogue = [m for m in live_part(messages) if m.get("role") != "system"]
+    if not dialogue or (dialogue[0]["role"] != "user" and newest < 0):
         errors.append("messages: the first message must use the user role")
     for index, message in enumerate(dialogue):
         previous = dialogue[index - 1] if index else None
@@ -262,6 +264,51 @@ def check_anthropic(
     thinking = body.get("thinking")
     if isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
         errors.extend(_thinking_errors(dialogue))
+    return errors
+
+
+def newest_compaction(messages: list[Any]) -> int:
+    """The index of the message holding the newest compaction block or item, or -1."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("type") == "compaction" or _blocks(message, "compaction"):
+            return index
+    return -1
+
+
+def live_part(messages: list[Any]) -> list[Any]:
+    """What the server reads: system messages, then from the newest compaction on."""
+    newest = newest_compaction(messages)
+    if newest < 0:
+        return messages
+    systems = [m for m in messages[:newest] if m.get("role") in ("system", "developer")]
+    return systems + messages[newest:]
+
+
+def compaction_errors(messages: list[Any], registry: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Each compaction block or item must be one this server returned, unchanged, and
+    an Anthropic block must open an assistant message."""
+    errors = []
+    for index, message in enumerate(messages):
+        if message.get("type") == "compaction":
+            found: list[tuple[int, Mapping[str, Any]]] = [(0, message)]
+        else:
+            content = message.get("content")
+            found = [
+                (i, b) for i, b in enumerate(content if isinstance(content, list) else [])
+                if isinstance(b, Mapping) and b.get("type") == "compaction"
+            ]  # fmt: skip
+            if found and (found[0][0] != 0 or message.get("role") != "assistant" or len(found) > 1):
+                errors.append(f"messages.{index}: compaction_block_misplaced")
+        for _, block in found:
+            key = block.get("signature") or block.get("id")
+            original = registry.get(str(key))
+            if original is None:
+                errors.append(f"messages.{index}: compaction_signature_invalid")
+            elif block.get("content") != original.get("content"):
+                errors.append(f"messages.{index}: compaction_content_mismatch")
+            elif dict(block) != dict(original):
+                errors.append(f"messages.{index}: compaction block fields changed")
     return errors
 
 
@@ -355,9 +402,11 @@ def check_responses(body: Mapping[str, Any], memory: ResponsesMemory) -> list[st
     errors = [e for i, m in enumerate(items) for e in type_errors(m, item_type, f"input[{i}]")]
     if errors:
         return errors
+    compacted = newest_compaction(items) >= 0
+    items = live_part(items)
     kinds = [_kind(item) for item in items]
-    dialogue = [k for k in kinds if k not in ("system", "developer")]
-    if not dialogue or dialogue[0] != "user":
+    dialogue = [k for k in kinds if k not in ("system", "developer", "compaction")]
+    if not compacted and (not dialogue or dialogue[0] != "user"):
         errors.append("input: the first item that is not a system message must be a user message")
     ids = [item.get("id") for item in items]
     pending: list[str] = []
@@ -388,8 +437,8 @@ def check_responses(body: Mapping[str, Any], memory: ResponsesMemory) -> list[st
             if item.get("call_id") in pending:
                 pending.remove(item["call_id"])
         else:
-            assistant_side = kind in ("function_call", "reasoning", "assistant")
-            if assistant_side and previous in ("function_call", "reasoning", "assistant"):
+            produced = ("function_call", "reasoning", "assistant", "compaction")
+            if kind in produced and previous in produced:
                 if kind == "function_call":
                     pending.append(item["call_id"])
                     answerable.add(item["call_id"])
@@ -453,6 +502,9 @@ class FakeServer:
         self.context_window = context_window  # in tokens, counted as JSON characters / 4
         self.responses_memory = ResponsesMemory()
         self.thinking_signatures: dict[str, str] = {}
+        self.compactions: dict[str, dict[str, Any]] = {}  # signature or id -> as returned
+        self.live_tokens: list[int] = []  # the live input of each agent request
+        self.server_compactions = 0
         self._ids = itertools.count(1)
 
     def client(self, sdk: str, *, asynchronous: bool = False) -> Any:
@@ -484,6 +536,9 @@ class FakeServer:
             return http.Response(404, json={"error": {"message": f"no route {path}"}})
         check, answer = routes[path]
         errors = check(body)
+        listed = body.get("messages") if path == "/v1/messages" else body.get("input")
+        if isinstance(listed, list) and path != "/v1/chat/completions":
+            errors = errors or compaction_errors(listed, self.compactions)
         if errors:
             self.stats.rejected += 1
             self.stats.rejections.append(f"{path}: {errors[0]}")
@@ -543,8 +598,35 @@ class FakeServer:
         self.stats.recalls += 1
         return [("recall_truncated", {"handle": found.group(1)})]
 
+    def _live(self, body: Mapping[str, Any], key: str, summary: bool) -> int:
+        """The live input, as JSON characters / 4: the request without what comes
+        before its newest compaction artefact."""
+        listed = body.get(key)
+        live = live_part(listed) if isinstance(listed, list) else listed
+        tokens = len(json.dumps({**body, key: live})) // 4
+        if not summary:
+            self.live_tokens.append(tokens)
+        return tokens
+
+    def _compaction(self, n: int, anthropic: bool) -> dict[str, Any]:
+        """A compaction block (Anthropic) or item (Responses), registered as returned."""
+        self.server_compactions += 1
+        if anthropic:
+            block = {"type": "compaction", "content": SUMMARY_TEXT, "signature": f"csig_{n}"}
+            self.compactions[f"csig_{n}"] = block
+        else:
+            block = {"id": f"cmp_{n}", "type": "compaction", "encrypted_content": f"enc_{n}"}
+            self.compactions[f"cmp_{n}"] = block
+        return dict(block)
+
     def _anthropic(self, body: Mapping[str, Any], summary: bool, turn: int) -> dict[str, Any]:
         n = next(self._ids)
+        live = self._live(body, "messages", summary)
+        edits = (body.get("context_management") or {}).get("edits") or []
+        triggers = [
+            e.get("trigger", {}).get("value", 150_000)
+            for e in edits if e.get("type") == "compact_20260112"
+        ]  # fmt: skip
         calls = [] if summary else self._recall(body) or tool_calls_for(turn)
         content: list[dict[str, Any]] = []
         if summary:
@@ -562,6 +644,8 @@ class FakeServer:
             text, signature = f"The user wants step {turn}.", f"sig_{n}"
             self.thinking_signatures[signature] = text
             content.insert(0, {"type": "thinking", "thinking": text, "signature": signature})
+        if triggers and not summary and live > triggers[0]:
+            content.insert(0, self._compaction(n, anthropic=True))
         return {
             "id": f"msg_{n}",
             "type": "message",
@@ -570,7 +654,10 @@ class FakeServer:
             "content": content,
             "stop_reason": "tool_use" if calls else "end_turn",
             "stop_sequence": None,
-            "usage": {"input_tokens": len(json.dumps(body)) // 4, "output_tokens": 20},
+            "usage": {
+                "input_tokens": live if triggers else len(json.dumps(body)) // 4,
+                "output_tokens": 20,
+            },
         }
 
     def _chat(self, body: Mapping[str, Any], summary: bool, turn: int) -> dict[str, Any]:
@@ -611,6 +698,14 @@ class FakeServer:
         n = next(self._ids)
         calls = [] if summary else tool_calls_for(turn)
         output: list[dict[str, Any]] = []
+        live = self._live(body, "input", summary)
+        thresholds = [
+            e.get("compact_threshold", 200_000)
+            for e in body.get("context_management") or [] if e.get("type") == "compaction"
+        ]  # fmt: skip
+        if thresholds and not summary and live > thresholds[0]:
+            output.append(self._compaction(n, anthropic=False))
+        first = len(output)
         reasoning = not summary and n % 2 == 0
         if reasoning:
             output.append({"id": f"rs_{n}", "type": "reasoning", "summary": [], "status": None})
@@ -637,8 +732,8 @@ class FakeServer:
                 }
             )
         if reasoning:
-            self.responses_memory.reasoning_follower[f"rs_{n}"] = output[1]["id"]
-            for item in output[1:]:
+            self.responses_memory.reasoning_follower[f"rs_{n}"] = output[first + 1]["id"]
+            for item in output[first + 1 :]:
                 if item["type"] == "function_call":
                     self.responses_memory.call_reasoning[item["id"]] = f"rs_{n}"
         return {
@@ -658,7 +753,7 @@ class FakeServer:
             "tool_choice": "auto",
             "tools": body.get("tools", []),
             "usage": {
-                "input_tokens": 10,
+                "input_tokens": live if thresholds else 10,
                 "input_tokens_details": {"cached_tokens": 0},
                 "output_tokens": 5,
                 "output_tokens_details": {"reasoning_tokens": 0},

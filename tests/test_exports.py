@@ -48,6 +48,11 @@ def test_recall_names_are_exported() -> None:
     assert bareagent_compact.recall_tool("anthropic")["name"] == bareagent_compact.RECALL_TOOL_NAME
 
 
+def test_check_request_is_exported() -> None:
+    assert "check_request" in bareagent_compact.__all__
+    assert bareagent_compact.check_request([{"role": "user", "content": "hi"}]) == []
+
+
 def test_package_ships_py_typed() -> None:
     assert files("bareagent_compact").joinpath("py.typed").is_file()
 

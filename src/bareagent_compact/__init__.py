@@ -7,6 +7,7 @@ modules load ``asyncio`` and ``sqlite3``, which an agent using neither need not 
 import importlib
 import typing
 
+from bareagent_compact.check import check_request
 from bareagent_compact.compactor import Compactor
 from bareagent_compact.micro import DEFAULT_KEEP_RECENT, _micro_compact
 from bareagent_compact.offline import OfflineSummarizer
@@ -80,6 +81,7 @@ __all__ = [
     "__version__",
     "_micro_compact",
     "_serialize",
+    "check_request",
     "estimate_tokens",
     "find_orphans",
     "input_tokens_of",

@@ -127,6 +127,8 @@ def _check_values(options: Options) -> None:
     for name in ("token_counter", "archive", "before_compact", "after_compact"):
         _check_callable(name, getattr(options, name), optional=True)
     check_background_at(options.background_at)
+    if options.clear_thinking_after_turns is not None:
+        check_int("clear_thinking_after_turns", options.clear_thinking_after_turns)
 
 
 def _texts(options: Options) -> LanguagePreset:
@@ -210,13 +212,21 @@ class Options:
     clear_at_least: int | None = None
     max_message_tokens: int | None = DEFAULT_MAX_MESSAGE_TOKENS
     background_at: float | None = None
+    prune_before_server_compaction: bool = False
+    clear_thinking_after_turns: int | None = None
     derived: Derived = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         derived = derive(self)
         setattr_ = object.__setattr__
         setattr_(self, "derived", derived)
-        for flag in ("keep_tool_pairs", "require_snapshot", "rolling_summaries", "pin_facts"):
+        for flag in (
+            "keep_tool_pairs",
+            "require_snapshot",
+            "rolling_summaries",
+            "pin_facts",
+            "prune_before_server_compaction",
+        ):
             setattr_(self, flag, bool(getattr(self, flag)))
         if self.background_at is not None:
             setattr_(self, "background_at", float(self.background_at))

@@ -91,6 +91,7 @@ from bareagent_compact.summarize import (
     SummaryRequest,
     summarize_source,
 )
+from bareagent_compact.thinking import clear_thinking
 from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.trigger import BACKOFF_CAP, GROWTH_RETRY, STILL_OVER_GROWTH, Trigger
 from bareagent_compact.usage import input_tokens_of
@@ -296,6 +297,8 @@ class CompactorBase(Generic[ProviderT]):
     clear_at_least = _Option[int | None, int | None]()
     max_message_tokens = _Option[int | None, int | None](derived=True)
     background_at = _Option[float | None, float | None]()
+    prune_before_server_compaction = _Option[bool, bool]()
+    clear_thinking_after_turns = _Option[int | None, int | None]()
 
     last_result: CompactionResult | None = None
     """The result of the latest call, whatever it did (``None`` before the first).
@@ -331,6 +334,8 @@ class CompactorBase(Generic[ProviderT]):
         clear_at_least: int | None = None,
         max_message_tokens: int | None = DEFAULT_MAX_MESSAGE_TOKENS,
         background_at: float | None = None,
+        prune_before_server_compaction: bool = False,
+        clear_thinking_after_turns: int | None = None,
     ) -> None:
         # Every option is checked and everything derived from them computed by
         # Options; keep_recent, micro_min_chars and clear_at_least left as None
@@ -341,7 +346,7 @@ class CompactorBase(Generic[ProviderT]):
             summary_input_tokens, language, instructions, rolling_summaries, pin_facts,
             pin_facts_tokens, keep_tail_tokens, before_compact, after_compact, micro,
             micro_min_chars, exclude_tools, clear_at_least, max_message_tokens,
-            background_at,
+            background_at, prune_before_server_compaction, clear_thinking_after_turns,
         )  # fmt: skip
         self._ledger: UsageLedger | None = None
         self._anchor = ReportedCount()
@@ -426,17 +431,18 @@ class CompactorBase(Generic[ProviderT]):
     def _count(self, messages: MutableSequence[Any]) -> int:
         """The token count of ``messages``; a failing or malformed counter falls back
         to the built-in estimate, with a warning."""
+        read = dialects.live_view(messages)  # only what the server reads past its own compaction
         try:
-            tokens = self._options.derived.token_counter(messages)  # type: ignore[arg-type]
+            tokens = self._options.derived.token_counter(read)  # type: ignore[arg-type]
         except Exception:
             logger.warning("token_counter failed; using the built-in estimate", exc_info=True)
-            return estimate_tokens(list(messages))
+            return estimate_tokens(list(read))
         if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
             logger.warning(
                 "token_counter returned %s, not an int >= 0; using the built-in estimate",
                 type(tokens).__name__ if not isinstance(tokens, int) else tokens,
             )
-            return estimate_tokens(list(messages))
+            return estimate_tokens(list(read))
         return tokens
 
     def _count_list(self, messages: list[Message]) -> int:
@@ -445,8 +451,8 @@ class CompactorBase(Generic[ProviderT]):
     def _count_history(self, messages: MutableSequence[Any]) -> int:
         """The count of the whole history, the one the trigger compares."""
         if self._ledger is None:
-            return self._anchor.count(messages, self._count_list)
-        return self._ledger.count(messages if isinstance(messages, list) else list(messages))
+            return self._anchor.count(dialects.live_view(messages), self._count_list)
+        return self._ledger.count(list(dialects.live_view(messages)))
 
     def record_usage(self, messages: Sequence[Any], usage: object) -> None:
         """Anchor the count on what the API reported for a request carrying ``messages``.
@@ -461,12 +467,12 @@ class CompactorBase(Generic[ProviderT]):
         """
         tokens = input_tokens_of(usage)
         if self._ledger is None:
-            self._anchor.record(messages, tokens)
+            self._anchor.record(dialects.live_view(messages), tokens)
             return
         view: Any = messages
         if not (isinstance(view, list) and _DICTS.issuperset(map(type, view))):
             view = plain_view(messages)  # SDK objects read as dicts, the list unchanged
-        self._ledger.record(view if isinstance(view, list) else list(view), tokens)
+        self._ledger.record(list(dialects.live_view(view)), tokens)
 
     # -------------------------------------------------------------------- steps
 
@@ -475,6 +481,8 @@ class CompactorBase(Generic[ProviderT]):
     ) -> Steps:
         """One compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
         validate_messages(messages, objects=True)
+        pruned = yield from self._prune(messages)
+        cleared = self._clear_thinking(messages)
         undo, before_micro = yield from self._micro(messages, force)
         try:
             before_micro = yield from self._cut(messages, undo, before_micro)
@@ -491,7 +499,47 @@ class CompactorBase(Generic[ProviderT]):
             result = replace(result, prefix_changed=True, truncations=tuple(undo))
         elif prefix_changed:
             result = replace(result, prefix_changed=True)
+        if pruned or cleared:
+            result = replace(result, prefix_changed=True, pruned=pruned, thinking_cleared=cleared)
         return result
+
+    def _prune(self, messages: MutableSequence[Any]) -> Generator[Request, Any, int]:
+        """Drop what comes before the newest server compaction artefact (system
+        messages aside), after saving the whole list when there is a transcript
+        manager (``prune_before_server_compaction``); how many were dropped."""
+        options = self._options
+        if not options.prune_before_server_compaction:
+            return 0
+        plain_messages(messages)
+        dead = dialects.dead_indices(messages)
+        if not dead:
+            return 0
+        if options.transcript_mgr is not None:
+            saved: Outcome = yield SaveRequest(list(messages), self._session_id)
+            if saved.failed and options.require_snapshot:
+                logger.warning(
+                    "messages before the server's compaction kept: snapshot failed for "
+                    "session %r%s",
+                    self._session_id,
+                    saved.because(),
+                    exc_info=saved.error,
+                )
+                return 0
+        for index in reversed(dead):
+            del messages[index]
+        self._anchor.forget()
+        return len(dead)
+
+    def _clear_thinking(self, messages: MutableSequence[Any]) -> int:
+        """Clear old thinking blocks and reasoning items (``clear_thinking_after_turns``)."""
+        keep_turns = self._options.clear_thinking_after_turns
+        if keep_turns is None:
+            return 0
+        plain_messages(messages)
+        cleared = clear_thinking(messages, keep_turns)
+        if cleared:
+            self._anchor.forget()
+        return cleared
 
     def _micro(
         self, messages: MutableSequence[Any], force: bool
@@ -616,8 +664,11 @@ class CompactorBase(Generic[ProviderT]):
         # Step 3: the pending turn (user input, or tool results) is kept out.
         snapshot, head_end, start = split_history(messages, options, self._count_list)
         head = snapshot[:head_end]
+        # A server compaction artefact and all before it stay in place: only the
+        # live part after it is summarised.
+        fixed = min(dialects.fixed_end(snapshot), start)
         # Step 4: the summary source excludes system messages.
-        source = [m for m in head[:start] if not dialects.is_system(m)]
+        source = [m for m in head[fixed:start] if not dialects.is_system(m)]
         if not source:
             return attempt.quiet(Reason.NOTHING_TO_SUMMARISE)
         acknowledgement = options.derived.acknowledgement
@@ -634,14 +685,14 @@ class CompactorBase(Generic[ProviderT]):
         # sent, so that an unencodable history fails before any side effect.
         source_tokens = self._count(source)
         try:
-            systems = system_copies(head)
+            systems = system_copies(head[fixed:])
             prompt = spec_prompt(source, source_tokens, options)
         except ValueError:
             logger.warning("compaction skipped: history cannot be encoded", exc_info=True)
             return self._failure(attempt, Reason.NOT_ENCODABLE)
         system_prompt = options.derived.system_prompt
         return Plan(
-            snapshot, head_end, start, systems, source, source_tokens, system_prompt, prompt
+            snapshot, head_end, start, systems, source, source_tokens, system_prompt, prompt, fixed
         )
 
     def _consult(

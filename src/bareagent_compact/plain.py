@@ -19,6 +19,7 @@ from typing import Any
 
 from bareagent_compact.dialects import NESTED_KEYS, holds_objects
 from bareagent_compact.dialects.openai_chat import request_shape
+from bareagent_compact.dialects.server import COMPACTION_TYPE
 from bareagent_compact.validate import not_a_dict, not_a_list
 
 logger = logging.getLogger(__name__)
@@ -30,7 +31,14 @@ def is_model(value: object) -> bool:
 
 
 def dump_model(value: Any) -> dict[str, Any]:
-    """The request-shaped dict of one SDK model object."""
+    """The request-shaped dict of one SDK model object.
+
+    A server compaction block or item is dumped with exactly the fields the
+    server sent (``exclude_unset``: a field it sent as ``null`` stays, none is
+    added or dropped), as the APIs want it back unchanged.
+    """
+    if getattr(value, "type", None) == COMPACTION_TYPE:
+        return _dump_compaction(value)
     try:
         data = value.model_dump(mode="json", by_alias=True, exclude_none=True)
     except TypeError:  # a model_dump without pydantic's keywords
@@ -40,6 +48,19 @@ def dump_model(value: Any) -> dict[str, Any]:
             f"{type(value).__name__}.model_dump() must return a dict, got {type(data).__name__}"
         )
     return request_shape({key: item for key, item in data.items() if item is not None})
+
+
+def _dump_compaction(value: Any) -> dict[str, Any]:
+    """A compaction block or item as the server sent it (see :func:`dump_model`)."""
+    try:
+        data = value.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    except TypeError:  # a model_dump without pydantic's keywords
+        data = value.model_dump()
+    if not isinstance(data, dict):
+        raise TypeError(
+            f"{type(value).__name__}.model_dump() must return a dict, got {type(data).__name__}"
+        )
+    return data
 
 
 def plain_messages(messages: MutableSequence[Any]) -> int:

@@ -50,6 +50,9 @@ class Plan:
     prompt: list[Message] | None
     """The specification's one-request prompt; ``None`` when the source alone is
     over the summariser's input budget (it is summarised in parts)."""
+    fixed_end: int = 0
+    """``snapshot[:fixed_end]`` stays as it is, in place: a server compaction
+    artefact, what comes before it, and the results of its message's calls."""
 
     @property
     def kept(self) -> list[Message]:
@@ -150,7 +153,7 @@ def replace_all(messages: MutableSequence[Any], rebuilt: list[Message]) -> None:
 def _current_systems(plan: Plan) -> list[Message]:
     """The system messages as they are now, or their copies from before the summary."""
     try:
-        return system_copies(plan.snapshot[: plan.head_end])
+        return system_copies(plan.snapshot[plan.fixed_end : plan.head_end])
     except ValueError:
         logger.warning(
             "a system message can no longer be copied; using its copy from before "
@@ -180,7 +183,12 @@ def rebuild(
         )
         return None
     kept = plan.kept
-    rebuilt = [*_current_systems(plan), *summary_block(summary, kept, acknowledgement), *kept]
+    rebuilt = [
+        *plan.snapshot[: plan.fixed_end],
+        *_current_systems(plan),
+        *summary_block(summary, kept, acknowledgement),
+        *kept,
+    ]
     rebuilt += plan.snapshot[plan.head_end :]
     replace_all(messages, [*rebuilt, *current[len(plan.snapshot) :]])
     return rebuilt

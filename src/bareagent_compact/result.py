@@ -126,6 +126,11 @@ class CompactionResult:
     tokens_before_micro: int = field(default=_UNSET, compare=False)
     """The estimate before micro-compaction; ``tokens_before`` when not given. It
     takes no part in ``==``, like ``prefix_changed``."""
+    thinking_cleared: int = field(default=0, compare=False)
+    """Thinking blocks and reasoning items removed by ``clear_thinking_after_turns``."""
+    pruned: int = field(default=0, compare=False)
+    """Messages before a server compaction artefact dropped by
+    ``prune_before_server_compaction``."""
 
     def __post_init__(self) -> None:
         if self.tokens_before_micro == _UNSET:

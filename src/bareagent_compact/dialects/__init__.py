@@ -56,10 +56,19 @@ from bareagent_compact.dialects.openai_responses import (
     RESULT_ITEM_TYPES,
     TEXT_RESULT_ITEM_TYPES,
 )
+from bareagent_compact.dialects.server import (
+    COMPACTION_TYPE,
+    compaction_positions,
+    dead_indices,
+    holds_compaction,
+    live_view,
+    server_compaction_index,
+)
 from bareagent_compact.protocols import Message
 
 __all__ = [
     "CALL_ITEM_NAMES",
+    "COMPACTION_TYPE",
     "NESTED_KEYS",
     "RESULT_ITEM_TYPES",
     "SYSTEM_ROLES",
@@ -73,12 +82,17 @@ __all__ = [
     "add_extra_parts",
     "call_ids",
     "calls",
+    "compaction_positions",
     "continues",
+    "dead_indices",
+    "fixed_end",
     "dialogue_turns",
     "holders",
+    "holds_compaction",
     "holds_objects",
     "is_system",
     "kind",
+    "live_view",
     "own_result_slot",
     "render_message",
     "result_ids",
@@ -86,11 +100,27 @@ __all__ = [
     "results",
     "rewrite_unpaired",
     "role_label",
+    "server_compaction_index",
     "tool_names",
     "turn_start",
     "turn_starts",
     "typed_item",
 ]
+
+
+def fixed_end(messages: Sequence[Message]) -> int:
+    """The first index a full compaction may summarise: 0 without a server compaction
+    artefact; else just after the message holding the newest one, and after the
+    results answering that message's own tool calls (the block is never split,
+    moved or summarised, nor are its calls parted from their results)."""
+    index = server_compaction_index(messages)
+    if index < 0:
+        return 0
+    end = index + 1
+    if calls(messages[index]):
+        while end < len(messages) and kind(messages[end]) in (Kind.RESULTS, Kind.RESULT):
+            end += 1
+    return end
 
 _ROLE_KINDS: Final[dict[Any, Kind]] = {
     "assistant": Kind.ASSISTANT,

@@ -1,0 +1,242 @@
+"""Server compaction artefacts (Anthropic blocks, Responses items): recognised,
+never altered, counted from the newest one; old thinking cleared; check_request."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+from typing import Any
+
+import pytest
+
+from bareagent_compact import Compactor, check_request, estimate_tokens
+from bareagent_compact.dialects import fixed_end, live_view, server_compaction_index
+from bareagent_compact.plain import plain_messages
+from bareagent_compact.thinking import CLEARED_TEXT
+
+BLOCK = {"type": "compaction", "content": "Earlier: the user asked X.", "signature": "csig_1"}
+ITEM = {"type": "compaction", "id": "cmp_1", "encrypted_content": "enc_1", "created_by": "srv"}
+
+
+def big(text: str) -> str:
+    return (text + " ") * 400
+
+
+def anthropic_history() -> list[Any]:
+    return [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": big("old question")},
+        {"role": "assistant", "content": big("old answer")},
+        {"role": "user", "content": "next"},
+        {"role": "assistant", "content": [dict(BLOCK), {"type": "text", "text": "ok"}]},
+        {"role": "user", "content": big("live question")},
+        {"role": "assistant", "content": big("live answer")},
+        {"role": "user", "content": "latest"},
+    ]
+
+
+def responses_history() -> list[Any]:
+    return [
+        {"role": "user", "content": big("old question")},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": big("old answer"), "annotations": []}],
+        },
+        dict(ITEM),
+        {"role": "user", "content": big("live question")},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": big("live answer"), "annotations": []}],
+        },
+        {"role": "user", "content": "latest"},
+    ]
+
+
+def test_the_newest_artefact_marks_where_the_server_reads_from() -> None:
+    history = anthropic_history()
+    assert server_compaction_index(history) == 4
+    assert live_view(history) == [history[0], *history[4:]]
+    assert server_compaction_index(responses_history()) == 2
+    assert server_compaction_index([{"role": "user", "content": "x"}]) == -1
+
+
+def test_the_count_leaves_out_the_dead_part() -> None:
+    history = anthropic_history()
+    compactor = Compactor(lambda *_: "summary", threshold=10**6)
+    result = compactor(history)
+    assert result.tokens_before == estimate_tokens(list(live_view(history)))
+    assert result.tokens_before < estimate_tokens(history)
+
+
+@pytest.mark.parametrize("make", [anthropic_history, responses_history])
+def test_a_full_compaction_summarises_only_the_live_part(make: Any) -> None:
+    history = make()
+    index = server_compaction_index(history)
+    before = copy.deepcopy(history[: index + 1])
+    seen: list[str] = []
+
+    def provider(prompt: list[Any]) -> str:
+        seen.append(prompt[-1]["content"])
+        return "live summary"
+
+    result = Compactor(provider, threshold=100)(history, force=True)
+    assert result.compacted
+    assert history[: index + 1] == before  # in place, unchanged
+    assert "old question" not in seen[0] and "live question" in seen[0]
+    assert check_request(history, original=[BLOCK, ITEM]) == []
+
+
+def test_prune_drops_the_dead_part_after_saving_it() -> None:
+    saved: list[list[Any]] = []
+
+    class Store:
+        def save(self, messages: list[Any], session_id: str) -> None:
+            saved.append(list(messages))
+
+    history = anthropic_history()
+    compactor = Compactor(
+        lambda *_: "s", Store(), threshold=10**6, prune_before_server_compaction=True
+    )
+    result = compactor(history)
+    assert result.pruned == 3 and len(saved[0]) == 8
+    assert history[0]["role"] == "system" and history[1]["content"][0] == BLOCK
+    assert compactor(history).pruned == 0
+
+
+def test_prune_is_off_by_default() -> None:
+    history = anthropic_history()
+    Compactor(lambda *_: "s", threshold=10**6)(history)
+    assert len(history) == 8
+
+
+class FakeCompaction:
+    """A pydantic-like SDK object, with a field the server sent as null."""
+
+    type = "compaction"
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        if kwargs.get("exclude_unset"):
+            return {"type": "compaction", "content": "S", "encrypted_content": None}
+        return {"type": "compaction", "content": "S", "encrypted_content": None, "citations": None}
+
+
+def test_an_sdk_compaction_block_becomes_exactly_the_fields_the_server_sent() -> None:
+    history: list[Any] = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [FakeCompaction()]},
+        {"role": "user", "content": "r"},
+    ]
+    plain_messages(history)
+    assert history[1]["content"][0] == {
+        "type": "compaction",
+        "content": "S",
+        "encrypted_content": None,
+    }
+
+
+def test_real_sdk_objects_round_trip_unchanged() -> None:
+    anthropic = pytest.importorskip("anthropic")
+    openai = pytest.importorskip("openai")
+    anthropic_construct = importlib.import_module("anthropic._models").construct_type
+    openai_construct = importlib.import_module("openai._models").construct_type
+
+    wire = {"type": "compaction", "content": "S", "encrypted_content": None, "signature": "x"}
+    block = anthropic_construct(type_=anthropic.types.beta.BetaCompactionBlock, value=wire)
+    item_wire = dict(ITEM)
+    item = openai_construct(type_=openai.types.responses.ResponseCompactionItem, value=item_wire)
+    history: list[Any] = [{"role": "assistant", "content": [block]}, item]
+    plain_messages(history)
+    assert history == [{"role": "assistant", "content": [wire]}, item_wire]
+
+
+def thinking_turn(n: int, call: bool) -> list[Any]:
+    content: list[Any] = [{"type": "thinking", "thinking": f"t{n}", "signature": f"s{n}"}]
+    if call:
+        content.append({"type": "tool_use", "id": f"c{n}", "name": "ls", "input": {}})
+        return [
+            {"role": "assistant", "content": content},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"c{n}", "content": "ok"}],
+            },
+        ]
+    return [{"role": "assistant", "content": content}, {"role": "user", "content": f"q{n}"}]
+
+
+def test_old_thinking_is_cleared_but_never_in_the_current_tool_loop() -> None:
+    history: list[Any] = [{"role": "user", "content": "start"}]
+    for n in range(4):
+        history += thinking_turn(n, call=False)
+    history += thinking_turn(4, call=True) + thinking_turn(5, call=True)
+    compactor = Compactor(lambda *_: "s", threshold=10**6, clear_thinking_after_turns=1)
+    result = compactor(history)
+    assert result.thinking_cleared == 4
+    assert history[1]["content"] == [{"type": "text", "text": CLEARED_TEXT}]
+    # the current tool loop (after the last user input "q3") keeps its thinking
+    assert history[9]["content"][0]["type"] == "thinking"
+    assert history[11]["content"][0]["type"] == "thinking"
+    assert check_request(history) == []
+
+
+def test_old_reasoning_items_are_dropped_but_not_the_current_turns() -> None:
+    history: list[Any] = [
+        {"role": "user", "content": "a"},
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "done", "annotations": []}],
+        },
+        {"role": "user", "content": "b"},
+        {"type": "reasoning", "id": "rs_2", "summary": []},
+        {"type": "function_call", "call_id": "c", "name": "ls", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c", "output": "ok"},
+    ]
+    result = Compactor(lambda *_: "s", threshold=10**6, clear_thinking_after_turns=0)(history)
+    assert result.thinking_cleared == 1
+    assert [m.get("id") for m in history if m.get("type") == "reasoning"] == ["rs_2"]
+    assert check_request(history, "openai_responses") == []
+
+
+def test_check_request_reports_the_causes_it_can_see() -> None:
+    orphan = [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "r"}]}
+    ]
+    assert any("unpaired" in e for e in check_request(orphan))
+    misplaced = [{"role": "user", "content": [{"type": "text", "text": "q"}, dict(BLOCK)]}]
+    assert any("misplaced" in e for e in check_request(misplaced))
+    twice = [
+        {"role": "assistant", "content": [dict(BLOCK)]},
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [dict(BLOCK)]},
+        {"role": "user", "content": "q"},
+    ]
+    assert any("duplicated" in e for e in check_request(twice))
+    altered = [
+        {"role": "assistant", "content": [{**BLOCK, "citations": None}]},
+        {"role": "user", "content": "q"},
+    ]
+    assert any("altered" in e for e in check_request(altered, original=[BLOCK]))
+    assert any("empty" in e for e in check_request([{"role": "user", "content": ""}]))
+    lone = [
+        {"role": "user", "content": "q"},
+        {"type": "reasoning", "id": "r", "summary": []},
+        {"role": "user", "content": "again"},
+    ]
+    assert any("reasoning" in e for e in check_request(lone))
+    with pytest.raises(ValueError, match="dialect"):
+        check_request([], "gemini")
+
+
+def test_fixed_end_keeps_the_results_of_the_blocks_own_calls() -> None:
+    history = [
+        {
+            "role": "assistant",
+            "content": [dict(BLOCK), {"type": "tool_use", "id": "a", "name": "n", "input": {}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "r"}]},
+        {"role": "user", "content": "q"},
+    ]
+    assert fixed_end(history) == 2
