@@ -212,6 +212,16 @@ def apply_micro(planned: Sequence[Due], keep: Sequence[bool] | None = None) -> U
     return undo
 
 
+def freed_tokens(undo: Undo) -> int:
+    """What the replacements in ``undo`` removed from the history, in whole tokens of
+    the built-in estimate (the originals' weight less what stands in their place now,
+    rounded down: within one token of the difference of two rounded counts)."""
+    quarters = sum(
+        value_quarters(original) - value_quarters(holder.get(key)) for holder, key, original in undo
+    )
+    return max(quarters, 0) // 4
+
+
 def undo_micro(undo: Undo) -> None:
     """Put back what :func:`apply_micro` replaced, newest first."""
     for holder, key, original in reversed(undo):

@@ -32,6 +32,7 @@ from bareagent_compact.micro import (
     Undo,
     apply_micro,
     changes_prefix,
+    freed_tokens,
     plan_micro,
     plan_plain_micro,
     select_micro,
@@ -354,6 +355,7 @@ class CompactorBase(Generic[ProviderT]):
         self._trigger = Trigger()  # the failure back-off and the wait when still over
         self._pending: Pending[_Attempt] | None = None  # a summary made in the background
         self._oversize = OversizeScan()  # how far the history is checked for oversize texts
+        self._server_scan = dialects.ServerScan()  # where the part the server reads begins
         self._session_id = self._checked_session_id(session_id)
         self._check_plugins(self._options)
         self._setup()
@@ -450,9 +452,10 @@ class CompactorBase(Generic[ProviderT]):
 
     def _count_history(self, messages: MutableSequence[Any]) -> int:
         """The count of the whole history, the one the trigger compares."""
+        live = dialects.live_view(messages, self._server_scan.index(messages))
         if self._ledger is None:
-            return self._anchor.count(dialects.live_view(messages), self._count_list)
-        return self._ledger.count(list(dialects.live_view(messages)))
+            return self._anchor.count(live, self._count_list)
+        return self._ledger.count(list(live))
 
     def record_usage(self, messages: Sequence[Any], usage: object) -> None:
         """Anchor the count on what the API reported for a request carrying ``messages``.
@@ -483,9 +486,9 @@ class CompactorBase(Generic[ProviderT]):
         validate_messages(messages, objects=True)
         pruned = yield from self._prune(messages)
         cleared = self._clear_thinking(messages)
-        undo, before_micro = yield from self._micro(messages, force)
+        undo = yield from self._micro(messages, force)
         try:
-            before_micro = yield from self._cut(messages, undo, before_micro)
+            yield from self._cut(messages, undo)
             prefix_changed = changes_prefix(messages, undo)
             result = yield from self._full(messages, force, len(undo), instructions)
         except GeneratorExit:
@@ -494,7 +497,8 @@ class CompactorBase(Generic[ProviderT]):
             undo_micro(undo)
             raise
         if undo:
-            result = replace(result, tokens_before_micro=before_micro)
+            # The size before step 1: the count after it, plus what it removed.
+            result = replace(result, tokens_before_micro=result.tokens_before + freed_tokens(undo))
         if result.action is Action.FULL:
             result = replace(result, prefix_changed=True, truncations=tuple(undo))
         elif prefix_changed:
@@ -543,10 +547,9 @@ class CompactorBase(Generic[ProviderT]):
 
     def _micro(
         self, messages: MutableSequence[Any], force: bool
-    ) -> Generator[Request, Any, tuple[Undo, int]]:
-        """Step 1: micro-compaction, always, and the history's count before it
-        (counted only when something is truncated). Its scan also notices SDK
-        objects, which are converted once, in place, before anything else reads them."""
+    ) -> Generator[Request, Any, Undo]:
+        """Step 1: micro-compaction, always. Its scan also notices SDK objects, which
+        are converted once, in place, before anything else reads them."""
         options = self._options
         keep_recent = options.derived.keep_recent
         planned = plan_micro(messages, keep_recent)
@@ -563,37 +566,30 @@ class CompactorBase(Generic[ProviderT]):
                 planned, policy, lambda: force or self._count(messages) > self.threshold
             )
         if not planned:
-            return [], 0
+            return []
         keep = None
         if options.archive is not None:
             outcomes = yield ArchiveRequest(self._archive_records(planned))
             keep = [_archived(outcome) for outcome in outcomes]
-        before = self._count_history(messages)  # the count before micro-compaction
         undo = apply_micro(planned, keep)
         if undo:
             self._anchor.forget()  # the reported size no longer fits the edited messages
-        return undo, before
+        return undo
 
-    def _cut(
-        self, messages: MutableSequence[Any], undo: Undo, before: int
-    ) -> Generator[Request, Any, int]:
+    def _cut(self, messages: MutableSequence[Any], undo: Undo) -> Generator[Request, Any, None]:
         """Step 1, continued: cut each text over ``max_message_tokens`` to its head and
-        tail (see :mod:`~bareagent_compact.oversize`), adding to ``undo``; returns the
-        history's count before step 1 (``before``, if micro-compaction changed it)."""
+        tail (see :mod:`~bareagent_compact.oversize`), adding to ``undo``."""
         planned = self._oversize.plan(messages, self._options.derived.max_message_tokens)
         if not planned:
-            return before
+            return
         keep = yield from self._may_cut(messages, planned)
         self._oversize.settle(messages, keep)
         if keep is not None and not any(keep):
-            return before
-        if not undo:
-            before = self._count_history(messages)
+            return
         cut = apply_micro(planned, keep)
         logger.info("cut %d oversize text(s) to their head and tail", len(cut))
         undo += cut
         self._anchor.forget()
-        return before
 
     def _may_cut(
         self, messages: MutableSequence[Any], planned: Sequence[Due]

@@ -92,8 +92,9 @@ class CompactionResult:
 
     ``tokens_before`` is the estimate after micro-compaction (the number compared
     with the threshold); ``tokens_after`` is the estimate when the call returned.
-    ``tokens_before_micro`` is the estimate when the call began, before
-    micro-compaction (equal to ``tokens_before`` when it truncated nothing), so
+    ``tokens_before_micro`` is the size when the call began, before step 1:
+    ``tokens_before`` plus the built-in estimate's weight of what step 1 removed
+    (rounded down; equal to ``tokens_before`` when it changed nothing), so
     ``tokens_before_micro - tokens_before`` is what micro-compaction saved.
     ``reason`` says why a full compaction failed or was skipped, else ``None``.
     ``summary_calls`` is how many times the provider was called, and ``parts``

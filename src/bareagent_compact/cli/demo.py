@@ -263,11 +263,11 @@ def _turn(
     turns: list[TurnRecord] | None = None,
 ) -> None:
     """Run the compactor as an agent loop does at the start of a turn, and print a row."""
-    _, result = _step(compactor, turn, messages, turns)
-    freed = result.tokens_before_micro - result.tokens_before if result.truncated else "-"
+    tokens_in, result = _step(compactor, turn, messages, turns)
+    freed = tokens_in - result.tokens_before if result.truncated else "-"
     out.write(
         f"{turn:>4}  {_fit(event, 34)}  {len(messages):>4}  "
-        f"{result.tokens_before_micro:>6} -> {result.tokens_after:<6}  {freed:>5}  "
+        f"{tokens_in:>6} -> {result.tokens_after:<6}  {freed:>5}  "
         f"{result.action.value:<6}  {result.truncated:>5}\n"
     )
 

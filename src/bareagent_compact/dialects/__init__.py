@@ -58,6 +58,7 @@ from bareagent_compact.dialects.openai_responses import (
 )
 from bareagent_compact.dialects.server import (
     COMPACTION_TYPE,
+    ServerScan,
     compaction_positions,
     dead_indices,
     holds_compaction,
@@ -101,6 +102,7 @@ __all__ = [
     "rewrite_unpaired",
     "role_label",
     "server_compaction_index",
+    "ServerScan",
     "tool_names",
     "turn_start",
     "turn_starts",

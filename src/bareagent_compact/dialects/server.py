@@ -48,13 +48,59 @@ def holds_compaction(message: Any) -> bool:
     return bool(compaction_positions(message))
 
 
-def server_compaction_index(messages: Sequence[Any]) -> int:
+def server_compaction_index(messages: Sequence[Any], start: int = 0) -> int:
     """The index of the message holding the newest server compaction artefact, or
-    ``-1`` when there is none: where the part the server reads begins."""
-    for index in range(len(messages) - 1, -1, -1):
-        if holds_compaction(messages[index]):
+    ``-1`` when there is none: where the part the server reads begins. Only
+    ``messages[start:]`` are read.
+
+    A block is only ever in a message the model wrote, so user messages (most of
+    them tool results) are passed over unread.
+    """
+    # Runs on every count: plain dicts are read inline.
+    for index in range(len(messages) - 1, start - 1, -1):
+        message = messages[index]
+        if type(message) is not dict:
+            if holds_compaction(message):
+                return index
+            continue
+        if message.get("type") == COMPACTION_TYPE:
             return index
+        content = message.get("content")
+        if type(content) is list and message.get("role") != "user":
+            for block in content:
+                kind = block.get("type") if type(block) is dict else _type_of(block)
+                if kind == COMPACTION_TYPE:
+                    return index
     return -1
+
+
+class ServerScan:
+    """:func:`server_compaction_index` of a history that grows by appending, reading
+    only what was appended since the last call.
+
+    While the last message read is still at its place (the same object), the
+    messages before it are taken as read; otherwise (a rebuilt or shortened list)
+    the whole list is read again.
+    """
+
+    __slots__ = ("_index", "_last", "_read")
+
+    def __init__(self) -> None:
+        self._read = 0
+        self._last: object = None
+        self._index = -1
+
+    def index(self, messages: Sequence[Any]) -> int:
+        """Where the part the server reads begins in ``messages`` (``-1``: all of it)."""
+        read = self._read
+        if not read or len(messages) < read or messages[read - 1] is not self._last:
+            read, self._index = 0, -1
+        newest = server_compaction_index(messages, read)
+        if newest >= 0:
+            self._index = newest
+        self._read = len(messages)
+        self._last = messages[-1] if messages else None
+        return self._index
 
 
 def is_system_message(message: Any) -> bool:
@@ -66,11 +112,12 @@ def is_system_message(message: Any) -> bool:
     )
 
 
-def live_view(messages: Sequence[Any]) -> Sequence[Any]:
+def live_view(messages: Sequence[Any], index: int | None = None) -> Sequence[Any]:
     """What the server reads of ``messages``: the system messages before the newest
     compaction artefact, then everything from the message that holds it. The list
-    itself when there is none."""
-    index = server_compaction_index(messages)
+    itself when there is none. ``index``: that message's index, when known."""
+    if index is None:
+        index = server_compaction_index(messages)
     if index <= 0:
         return messages
     return [m for m in messages[:index] if is_system_message(m)] + list(messages[index:])
