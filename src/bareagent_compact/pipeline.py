@@ -38,7 +38,7 @@ from bareagent_compact.micro import (
     undo_micro,
 )
 from bareagent_compact.options import DEFAULT_LANGUAGE, Options
-from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS, OversizeScan
+from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS, OversizeScan, cut_handles
 from bareagent_compact.plain import plain_messages, plain_view
 from bareagent_compact.prompts import DEFAULT_THRESHOLD
 from bareagent_compact.protocols import (
@@ -532,7 +532,9 @@ class CompactorBase(Generic[ProviderT]):
         """Step 1, continued: cut each text over ``max_message_tokens`` to its head and
         tail (see :mod:`~bareagent_compact.oversize`), adding to ``undo``; returns the
         history's count before step 1 (``before``, if micro-compaction changed it)."""
-        planned = self._oversize.plan(messages, self._options.derived.max_message_tokens)
+        options = self._options
+        handles = cut_handles(self._session_id, options.archive)  # recall handles
+        planned = self._oversize.plan(messages, options.derived.max_message_tokens, handles)
         if not planned:
             return before
         keep = yield from self._may_cut(messages, planned)
