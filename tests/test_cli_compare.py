@@ -85,6 +85,10 @@ def test_replay_takes_micro_pin_facts_keep_tail_and_threshold(
         ["--threshold", "lots"],
         ["--keep-recent", "x"],
         ["--max-output-bytes", "0"],
+        ["--max-message-tokens", "lots"],
+        ["--max-message-tokens", "-5"],
+        ["--max-message-tokens", "99"],
+        ["--max-message-tokens", ""],
     ],
 )
 @pytest.mark.parametrize("verb", ["compact", "replay"])
@@ -97,6 +101,53 @@ def test_an_invalid_option_is_one_line_and_exit_2(
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "error: " in err and "Traceback" not in err
     assert not out_path.exists()
+
+
+def _with_huge_observation(demo: Path, tmp_path: Path) -> tuple[Path, str]:
+    """The demo's history with a 300,000-character user text (an observation) at its end."""
+    huge = "".join(f"{n:7d}\tline of a very long log\n" for n in range(10_000))
+    messages = [*json.loads(demo.read_text(encoding="utf-8")), {"role": "user", "content": huge}]
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(messages, ensure_ascii=False), encoding="utf-8")
+    return path, huge
+
+
+@pytest.mark.parametrize(
+    ("argv", "whole"),
+    [
+        ([], False),
+        (["--max-message-tokens", "none"], True),
+        (["--max-message-tokens", "2k"], False),
+    ],
+    ids=["default", "none", "2k"],
+)
+def test_compact_takes_max_message_tokens(
+    capsys: pytest.CaptureFixture[str], demo: Path, tmp_path: Path, argv: list[str], whole: bool
+) -> None:
+    path, huge = _with_huge_observation(demo, tmp_path)
+    code, out, err = run(capsys, "compact", str(path), "--provider-cmd", "echo SUMMARY", "--json",
+                         *argv)  # fmt: skip
+    assert code == 0, err
+    last = json.loads(out)["messages"][-1]["content"]
+    assert (last == huge) is whole
+    if not whole:
+        assert "chars cut ...]" in last and last.startswith(huge[:100])
+        limit = 2000 if argv else 25_000  # the library's default: half the threshold
+        assert limit * 0.9 <= quarters_to_tokens(text_quarters(last)) <= limit
+
+
+def test_replay_takes_max_message_tokens(capsys: pytest.CaptureFixture[str], demo: Path) -> None:
+    for value, expected in (("500", 500), ("1_000", 1000), ("none", None), ("NONE", None)):
+        code, out, err = run(capsys, "replay", str(demo), "--max-message-tokens", value, "--json")
+        assert code == 0, err
+        assert json.loads(out)["options"]["max_message_tokens"] == expected
+
+
+def test_compare_takes_max_message_tokens(capsys: pytest.CaptureFixture[str], demo: Path) -> None:
+    spec = "default,max-message-tokens=none,max_message_tokens=2k,max-message-tokens=150"
+    report = compare(capsys, demo, spec, "--max-message-tokens", "700")
+    options = [s["options"]["max_message_tokens"] for s in report["settings"]]
+    assert options == [700, None, 2000, 150]
 
 
 # -- replay --compare -------------------------------------------------------------------
@@ -222,7 +273,8 @@ def test_the_summary_requests_of_a_command_are_priced(
     [
         "", ",", "default,,cache-friendly", "default,default", "fast", "threshold",
         "threshold=abc", "threshold=-5", "micro=weird", "pin-facts=maybe", "language=fr",
-        "colour=blue", "default+size=3", ",".join(f"threshold={n}000" for n in range(1, 10)),
+        "colour=blue", "default+size=3", "max-message-tokens=lots", "max-message-tokens=50",
+        "max-message-tokens=off", ",".join(f"threshold={n}000" for n in range(1, 10)),
     ],
 )  # fmt: skip
 def test_bad_compare_grammar_is_one_line_and_exit_2(

@@ -4,17 +4,33 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
+import os
 import random
 import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.conftest import MemoryTranscripts, RecordingProvider, tool_round
 from tests.test_properties import CASES, Case
 
-from bareagent_compact import AsyncCompactor, Compactor, estimate_tokens
+import bareagent_compact
+from bareagent_compact import (
+    RECALL_TOOL_NAME,
+    AsyncCompactor,
+    Compactor,
+    JsonlTranscriptManager,
+    SqlTranscriptManager,
+    estimate_tokens,
+)
 from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS as DEFAULT
-from bareagent_compact.oversize import text_slots
+from bareagent_compact.oversize import LEAST_MAX_MESSAGE_TOKENS as LEAST
+from bareagent_compact.oversize import cut_marker, cut_text, text_slots
+from bareagent_compact.recall import make_handle
 from bareagent_compact.result import Action
 from bareagent_compact.tokens import quarters_to_tokens, text_quarters
 
@@ -421,3 +437,204 @@ def test_random_histories_keep_no_text_over_the_limit_and_lose_nothing() -> None
         compactor(messages)
         assert [r for r in records if r.get("kind") == "oversize"] == oversize, case_number
     assert cut_cases > 10, cut_cases
+
+
+# -- recall: a cut text's handle --------------------------------------------------
+
+HANDLED = re.compile(r"\[\.\.\. ([\d,]+) chars cut; recall (o-[0-9a-f]{12}) \.\.\.\]")
+
+STORES: dict[str, Any] = {
+    "jsonl": lambda tmp: JsonlTranscriptManager(tmp / "transcripts"),
+    "sqlite": lambda tmp: SqlTranscriptManager(tmp / "transcripts.db"),
+}
+REOPEN: dict[str, str] = {
+    "jsonl": "JsonlTranscriptManager(sys.argv[1] + '/transcripts')",
+    "sqlite": "SqlTranscriptManager(sys.argv[1] + '/transcripts.db')",
+}
+SRC = Path(bareagent_compact.__file__).resolve().parent.parent
+
+
+@pytest.fixture(params=sorted(STORES))
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Any]]:
+    mgr = STORES[request.param](tmp_path)
+    yield request.param, mgr
+    mgr.close()
+
+
+def odd_observation(chars: int, mark: str) -> str:
+    """An observation with characters a store must keep byte for byte."""
+    return f'{mark} ünïcödé 漢字 🚀\r\n\t"q" \\ \x00\n' + observation(chars) + f"\n{mark} end"
+
+
+def cut_history(result: str, user_text: str) -> list[dict[str, Any]]:
+    """A huge tool result, then a huge user text (a text-action observation)."""
+    return [
+        *anthropic_result(result),
+        {"role": "assistant", "content": "Let me look at the log too."},
+        {"role": "user", "content": user_text},
+    ]
+
+
+def compact_with(archive: Any, session_id: str, messages: list[dict[str, Any]]) -> Compactor:
+    """A compactor whose call only cuts (the threshold leaves room for both cut texts)."""
+    compactor = Compactor(
+        RecordingProvider(),
+        threshold=4 * THRESHOLD,
+        max_message_tokens=THRESHOLD // 2,
+        session_id=session_id,
+        archive=archive,
+    )
+    assert compactor(messages).action is Action.MICRO
+    return compactor
+
+
+def read_pages(compactor: Compactor, handle: str) -> tuple[str, int]:
+    """The original ``handle`` names, read through the tool one page at a time."""
+    pieces, offset, answers = [], 0, 0
+    while True:
+        call = {
+            "type": "tool_use",
+            "id": f"toolu_r{answers}",
+            "name": RECALL_TOOL_NAME,
+            "input": {"handle": handle, "offset": offset},
+        }
+        answer = compactor.handle_recall(call, limit=50_000)
+        assert "is_error" not in answer, answer["content"]
+        answers += 1
+        body, _, note = answer["content"].rpartition("\n\n")
+        found = re.search(r"with offset (\d+) for more\]$", note)
+        if not body or (found is None and not note.endswith("the end]")):
+            return answer["content"], answers  # one page: the original alone
+        pieces.append(body)
+        if found is None:
+            return "".join(pieces), answers
+        offset = int(found.group(1))
+
+
+def test_a_cut_text_carries_a_handle_and_is_recalled_byte_exact(
+    store: tuple[str, Any], tmp_path: Path
+) -> None:
+    kind, mgr = store
+    result, user_text = odd_observation(180_000, "RESULT"), odd_observation(120_000, "USER")
+    messages = cut_history(result, user_text)
+    compactor = compact_with(mgr.archive, "alpha", messages)
+    expected = {}
+    for text, original, key in (
+        (messages[2]["content"][0]["content"], result, "toolu_1"),
+        (messages[-1]["content"], user_text, None),
+    ):
+        found = HANDLED.search(text)
+        assert found is not None, text[:300]
+        handle = found.group(2)
+        assert handle == make_handle("alpha", key, original, prefix="o")
+        head, tail = text[: found.start() - 1], text[found.end() + 1 :]
+        assert original.startswith(head) and original.endswith(tail) and len(head) > 1000
+        assert int(found.group(1).replace(",", "")) == len(original) - len(head) - len(tail)
+        assert quarters_to_tokens(text_quarters(text)) <= THRESHOLD // 2
+        assert compactor.recall(handle) == original
+        assert compactor.recall(handle, offset=7, limit=30) == original[7:37]
+        recalled, pages = read_pages(compactor, handle)
+        assert recalled == original and pages == -(-len(original) // 50_000)
+        expected[handle] = original
+    records = [r for r in mgr.load_archive("alpha") if r.get("kind") == "oversize"]
+    assert {r["handle"]: r["content"] for r in records} == expected
+    mgr.close()
+    script = (
+        "import json, sys\n"
+        "from bareagent_compact import Compactor, JsonlTranscriptManager, SqlTranscriptManager\n"
+        f"mgr = {REOPEN[kind]}\n"
+        "compactor = Compactor(lambda p: 'S', None, session_id='alpha', archive=mgr.archive)\n"
+        "handles = json.loads(sys.stdin.read())\n"
+        "sys.stdout.write(json.dumps({h: compactor.recall(h) for h in handles}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        input=json.dumps(sorted(expected)),
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+    )
+    assert json.loads(done.stdout) == expected
+
+
+def test_a_cut_texts_handle_is_refused_in_another_session(store: tuple[str, Any]) -> None:
+    _, mgr = store
+    huge = observation(120_000)
+    messages = cut_history(huge, "short")
+    alpha = compact_with(mgr.archive, "alpha", messages)
+    found = HANDLED.search(messages[2]["content"][0]["content"])
+    assert found is not None
+    handle = found.group(2)
+    assert alpha.recall(handle) == huge
+    beta = Compactor(RecordingProvider(), session_id="beta", archive=mgr.archive)
+    with pytest.raises(LookupError, match="another session"):
+        beta.recall(handle)
+    call = {"type": "tool_use", "id": "toolu_x", "name": RECALL_TOOL_NAME}
+    call["input"] = {"handle": handle}
+    answer = beta.handle_recall(call)
+    assert answer["is_error"] is True and "another session" in answer["content"]
+    assert huge[:100] not in answer["content"]
+
+
+def test_the_async_compactor_cuts_with_a_handle_too(store: tuple[str, Any]) -> None:
+    _, mgr = store
+    huge = observation(120_000)
+    messages = swe_agent_history(huge)
+    compactor = AsyncCompactor(
+        RecordingProvider(), threshold=4 * THRESHOLD, session_id="alpha", archive=mgr.archive
+    )
+    asyncio.run(compactor(messages))
+    found = HANDLED.search(messages[-1]["content"])
+    assert found is not None
+    assert compactor.recall(found.group(2)) == huge
+
+
+class _WriteOnly:
+    """An archive object that cannot read records back."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def archive(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+
+
+@pytest.mark.parametrize("kind", ["none", "list.append", "function", "bound method"])
+def test_without_a_readable_archive_the_cut_marker_has_no_handle(kind: str) -> None:
+    kept: list[dict[str, Any]] = []
+    write_only = _WriteOnly()
+
+    def function(record: dict[str, Any]) -> None:
+        kept.append(record)
+
+    archive = {
+        "none": None,
+        "list.append": kept.append,
+        "function": function,
+        "bound method": write_only.archive,
+    }[kind]
+    huge = observation(120_000)
+    messages = cut_history(huge, huge)
+    compact_with(archive, "alpha", messages)
+    for text in (messages[2]["content"][0]["content"], messages[-1]["content"]):
+        found = MARKER.search(text)
+        assert found is not None and "recall" not in text
+        assert text[found.start() - 1 : found.end() + 1] == cut_marker(
+            int(found.group(1).replace(",", ""))
+        )
+    records = kept + write_only.records
+    assert all("handle" not in record for record in records)
+    assert len(records) == (0 if kind == "none" else 2)
+
+
+@pytest.mark.parametrize("limit", [LEAST, 1000, 4000])
+def test_a_cut_with_a_handle_stays_within_the_limit(limit: int) -> None:
+    for text in (observation(60_000), "漢字" * 30_000, "x" * 40_000):
+        cut = cut_text(text, limit, "o-0123456789ab")
+        assert cut is not None
+        assert quarters_to_tokens(text_quarters(cut)) <= limit
+        found = HANDLED.search(cut)
+        assert found is not None and found.group(2) == "o-0123456789ab"
+        assert cut_text(text, limit) == cut_text(text, limit, None)
+        assert "recall" not in (cut_text(text, limit) or "recall")

@@ -27,6 +27,7 @@ from bareagent_compact import (
     recall_tool,
 )
 from bareagent_compact.micro import TRUNCATED_PREFIX, is_truncated
+from bareagent_compact.oversize import cut_marker
 from bareagent_compact.recall import make_handle
 from conftest import tool_history
 
@@ -461,3 +462,13 @@ def test_the_async_compactor_recalls_too(tmp_path: Path) -> None:
 def test_the_docs_quote_the_tool_description_exactly() -> None:
     page = (Path(__file__).resolve().parents[1] / "docs" / "recall.md").read_text(encoding="utf-8")
     assert f"> {recall_tool()['description']}\n" in page
+
+
+def test_the_tool_description_shows_both_markers_as_they_are_written() -> None:
+    description = recall_tool()["description"]
+    assert "[truncated: bash result, 4512 chars; recall r-1a2b3c4d5e6f]" in description
+    cut = cut_marker(812_345, "o-1a2b3c4d5e6f").strip()
+    assert cut == "[... 812,345 chars cut; recall o-1a2b3c4d5e6f ...]"
+    assert cut in description
+    for handle in ("r-1a2b3c4d5e6f", "o-1a2b3c4d5e6f"):
+        assert f"(here {handle}" in description or f"or {handle})" in description

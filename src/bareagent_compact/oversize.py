@@ -8,6 +8,11 @@ each such text over the limit is replaced by its start and its end with a marker
 between them saying how much was cut: ``[... 812,345 chars cut ...]``. The
 compaction steps archive the original first (see :mod:`bareagent_compact.pipeline`).
 
+When the archive reads records back (``archive=store.archive``, see
+:mod:`bareagent_compact.recall`), the marker names a recall handle,
+``[... 812,345 chars cut; recall o-1a2b3c4d5e6f ...]``, and the archive record
+carries it: the model reads the original back with the recall tool.
+
 Texts are weighed with the built-in estimate (SPEC 11.5), whatever the token
 counter, so the check stays cheap; and only the messages appended since the last
 call (and the newest few again) are read, so a turn costs the same however long
@@ -17,13 +22,14 @@ non-text blocks are never cut.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from bareagent_compact import dialects
 from bareagent_compact.dialects import Kind, Slot
 from bareagent_compact.micro import Due
 from bareagent_compact.protocols import ArchiveRecord, Message
+from bareagent_compact.recall import HANDLE_KEY, archive_reader, make_handle
 from bareagent_compact.tokens import text_quarters
 from bareagent_compact.validate import check_int
 
@@ -33,7 +39,10 @@ __all__ = [
     "MAX_MESSAGE_FLOOR",
     "MAX_MESSAGE_SHARE",
     "OVERSIZE_KIND",
+    "OVERSIZE_PREFIX",
+    "Handles",
     "OversizeScan",
+    "cut_handles",
     "cut_marker",
     "cut_text",
     "message_limit",
@@ -52,6 +61,13 @@ LEAST_MAX_MESSAGE_TOKENS: Final = 100
 
 OVERSIZE_KIND: Final = "oversize"
 """The ``kind`` of an archive record of a cut text (micro-compaction's have none)."""
+
+OVERSIZE_PREFIX: Final = "o"
+"""The recall handle prefix of a cut text (``o-1a2b3c4d5e6f``)."""
+
+Handles = Callable[[str | None, str], str | None]
+"""Gives the recall handle of a text about to be cut, from its tool call id (``None``
+for a user text) and the text."""
 
 _RESCAN: Final = 4
 """The newest messages already checked are read again on the next call, in case
@@ -94,12 +110,27 @@ def message_limit(chosen: int | None, threshold: int) -> int | None:
     return None if chosen is None else int(chosen)
 
 
-def cut_marker(chars: int) -> str:
-    """The line that stands for ``chars`` characters cut out of a text."""
-    return f"\n[... {chars:,} chars cut ...]\n"
+def cut_marker(chars: int, handle: str | None = None) -> str:
+    """The line that stands for ``chars`` characters cut out of a text, naming the
+    recall ``handle`` of the original when there is one."""
+    if handle is None:
+        return f"\n[... {chars:,} chars cut ...]\n"
+    return f"\n[... {chars:,} chars cut; recall {handle} ...]\n"
 
 
-def _joined(text: str, keep: int) -> str:
+def cut_handles(session_id: str, archive: object) -> Handles | None:
+    """The handles of ``session_id``'s cut texts when ``archive`` is bound to a store
+    that reads records back; otherwise ``None`` (markers without a handle)."""
+    if archive_reader(archive) is None:
+        return None
+
+    def handle(key: str | None, text: str) -> str | None:
+        return make_handle(session_id, key, text, prefix=OVERSIZE_PREFIX)
+
+    return handle
+
+
+def _joined(text: str, keep: int, handle: str | None) -> str:
     """``text`` keeping ``keep`` characters, half from its start and half from its end
     (each moved to a line break near the cut when there is one)."""
     length = len(text)
@@ -111,23 +142,31 @@ def _joined(text: str, keep: int) -> str:
     newline = text.find("\n", tail_start, tail_start + (length - tail_start) // _SNAP)
     if newline >= 0:
         tail_start = newline + 1
-    return text[:head] + cut_marker(tail_start - head) + text[tail_start:]
+    return text[:head] + cut_marker(tail_start - head, handle) + text[tail_start:]
 
 
-def cut_text(text: str, limit: int) -> str | None:
-    """``text`` cut to its head and tail within ``limit`` tokens (built-in estimate),
-    or ``None`` when it is not over ``limit``."""
-    budget = limit * 4
+def _over(text: str, budget: int) -> int | None:
+    """The weight of ``text`` in quarter tokens when over ``budget``, else ``None``."""
     if len(text) * _MOST_QUARTERS_PER_CHAR <= budget:
         return None
     quarters = text_quarters(text)
-    if quarters <= budget:
-        return None
-    room = max(0, budget - text_quarters(cut_marker(len(text))))
-    cut = _joined(text, len(text) * room // quarters)
+    return quarters if quarters > budget else None
+
+
+def _cut(text: str, budget: int, quarters: int, handle: str | None) -> str:
+    """``text`` (``quarters`` heavy) cut to its head and tail within ``budget`` quarters."""
+    room = max(0, budget - text_quarters(cut_marker(len(text), handle)))
+    cut = _joined(text, len(text) * room // quarters, handle)
     if text_quarters(cut) > budget:  # denser at its ends than on average
-        cut = _joined(text, room // _MOST_QUARTERS_PER_CHAR)
+        cut = _joined(text, room // _MOST_QUARTERS_PER_CHAR, handle)
     return cut
+
+
+def cut_text(text: str, limit: int, handle: str | None = None) -> str | None:
+    """``text`` cut to its head and tail within ``limit`` tokens (built-in estimate),
+    the marker naming ``handle`` if given; ``None`` when it is not over ``limit``."""
+    quarters = _over(text, limit * 4)
+    return None if quarters is None else _cut(text, limit * 4, quarters, handle)
 
 
 def _content_slots(holder: dict[str, Any], key: str, call_id: str | None) -> Iterator[Slot]:
@@ -230,8 +269,11 @@ class OversizeScan:
         self._last = messages[checked - 1] if checked else None
         self._limit = limit
 
-    def plan(self, messages: Sequence[Any], limit: int | None) -> list[Due]:
-        """The texts over ``limit`` and what each becomes (nothing is changed)."""
+    def plan(
+        self, messages: Sequence[Any], limit: int | None, handles: Handles | None = None
+    ) -> list[Due]:
+        """The texts over ``limit`` and what each becomes (nothing is changed); with
+        ``handles`` (see :func:`cut_handles`), each marker and record names a handle."""
         if limit is None:
             return []
         planned: list[Due] = []
@@ -243,11 +285,10 @@ class OversizeScan:
             if not isinstance(message, dict) or not _may_hold_long(message, floor):
                 continue
             for slot, is_result in text_slots(message):
-                text = slot.holder[slot.key]
-                cut = cut_text(text, limit)
-                if cut is not None and id(slot.holder) not in seen:
+                due = None if id(slot.holder) in seen else _due(slot, is_result, limit, handles)
+                if due is not None:
                     seen.add(id(slot.holder))
-                    planned.append(Due(slot, cut, _record(slot, text, is_result), len(text)))
+                    planned.append(due)
                     self._planned_at.append(index)
         self._mark(messages, len(messages), limit)
         if planned:
@@ -262,14 +303,28 @@ class OversizeScan:
         self._mark(messages, first, self._limit)
 
 
-def _record(slot: Slot, text: str, is_result: bool) -> ArchiveRecord:
+def _due(slot: Slot, is_result: bool, limit: int, handles: Handles | None) -> Due | None:
+    """The cut of the text in ``slot`` when it is over ``limit``, with its record."""
+    text = slot.holder[slot.key]
+    quarters = _over(text, limit * 4)
+    if quarters is None:
+        return None
+    handle = None if handles is None else handles(slot.call_id, text)
+    cut = _cut(text, limit * 4, quarters, handle)
+    return Due(slot, cut, _record(slot, text, is_result, handle), len(text))
+
+
+def _record(slot: Slot, text: str, is_result: bool, handle: str | None) -> ArchiveRecord:
     """The archive record of a text about to be cut; a user text has no tool (``None``)."""
-    return {
+    record: ArchiveRecord = {
         "tool_use_id": slot.call_id,
         "tool_name": dialects.UNKNOWN_TOOL if is_result else None,
         "content": text,
         "kind": OVERSIZE_KIND,
     }
+    if handle is not None:
+        record[HANDLE_KEY] = handle
+    return record
 
 
 def _name_tools(messages: Sequence[Any], planned: list[Due]) -> None:

@@ -39,7 +39,7 @@ from bareagent_compact.micro import (
     undo_micro,
 )
 from bareagent_compact.options import DEFAULT_LANGUAGE, Options
-from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS, OversizeScan
+from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS, OversizeScan, cut_handles
 from bareagent_compact.plain import plain_messages, plain_view
 from bareagent_compact.prompts import DEFAULT_THRESHOLD
 from bareagent_compact.protocols import (
@@ -579,7 +579,9 @@ class CompactorBase(Generic[ProviderT]):
     def _cut(self, messages: MutableSequence[Any], undo: Undo) -> Generator[Request, Any, None]:
         """Step 1, continued: cut each text over ``max_message_tokens`` to its head and
         tail (see :mod:`~bareagent_compact.oversize`), adding to ``undo``."""
-        planned = self._oversize.plan(messages, self._options.derived.max_message_tokens)
+        options = self._options
+        handles = cut_handles(self._session_id, options.archive)  # recall handles
+        planned = self._oversize.plan(messages, options.derived.max_message_tokens, handles)
         if not planned:
             return
         keep = yield from self._may_cut(messages, planned)

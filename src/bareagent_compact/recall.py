@@ -14,7 +14,9 @@ content, so the same result of the same session always gets the same handle
 (in any process, on any retry) and no state is kept to number them. A handle
 names a record only within its session: the store is asked for that session's
 records, never another's. A second kind of archived record takes its own
-prefix (:func:`make_handle`); recall finds any record by its ``handle`` key.
+prefix (:func:`make_handle`); recall finds any record by its ``handle`` key. A
+text cut by ``max_message_tokens`` is one (:mod:`bareagent_compact.oversize`):
+its marker reads ``[... 812,345 chars cut; recall o-1a2b3c4d5e6f ...]``.
 """
 
 from __future__ import annotations
@@ -176,10 +178,12 @@ def check_span(offset: object, limit: object) -> tuple[int, int | None]:
 
 def _description(limit: int) -> str:
     return (
-        "Read back the full original of a tool result that was shortened to save "
-        "context. A shortened result reads like "
-        "`[truncated: bash result, 4512 chars; recall r-1a2b3c4d5e6f]`: pass the "
-        "handle after `recall` (here r-1a2b3c4d5e6f). Long originals come back in "
+        "Read back the full original of a tool result or message that was shortened "
+        "to save context. A shortened result reads like "
+        "`[truncated: bash result, 4512 chars; recall r-1a2b3c4d5e6f]`; a text cut "
+        "to its start and end has `[... 812,345 chars cut; recall o-1a2b3c4d5e6f ...]` "
+        "between them: pass the handle after `recall` (here r-1a2b3c4d5e6f or "
+        "o-1a2b3c4d5e6f). Long originals come back in "
         f"pages of at most {limit} characters; when a page ends with a line giving "
         "the next offset, call again with that offset to read on. Only handles "
         "shown in this conversation work."
@@ -192,7 +196,7 @@ def _schema(limit: int) -> dict[str, Any]:
         "properties": {
             "handle": {
                 "type": "string",
-                "description": "The handle after `recall` in a truncation marker.",
+                "description": "The handle after `recall` in a truncation or cut marker.",
             },
             "offset": {
                 "type": "integer",
@@ -313,7 +317,7 @@ def _span(arguments: dict[str, Any], limit: int) -> tuple[str, int, int]:
     """The handle, offset and page size a call asks for (the size at most ``limit``)."""
     handle = arguments.get("handle")
     if not isinstance(handle, str) or not handle:
-        raise _Refusal("handle is required: the text after `recall` in a truncation marker")
+        raise _Refusal("handle is required: the text after `recall` in a truncation or cut marker")
     try:
         offset, asked = check_span(arguments.get("offset", 0), arguments.get("limit", limit))
     except ValueError as exc:

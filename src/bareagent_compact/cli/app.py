@@ -17,8 +17,10 @@ from bareagent_compact.cli.demo import DEMO_THRESHOLD
 from bareagent_compact.cli.look import STORE_ENV, cmd_estimate, cmd_inspect, cmd_show
 from bareagent_compact.cli.readers import AUTO, FORMATS, HistoryError
 from bareagent_compact.cli.sessions import cmd_demo, cmd_replay
+from bareagent_compact.cli.settings import max_message_tokens_arg
 from bareagent_compact.cli.turns import CACHE_MIN_TOKENS
 from bareagent_compact.micro import DEFAULT_KEEP_RECENT, MICRO_CACHE_FRIENDLY, MICRO_SPEC
+from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS, MAX_MESSAGE_FLOOR
 from bareagent_compact.prompts import DEFAULT_THRESHOLD, LANGUAGES
 
 if TYPE_CHECKING:
@@ -112,6 +114,14 @@ def _compactor_options(parser: argparse.ArgumentParser, *, threshold: bool) -> N
         "--micro",
         default=MICRO_SPEC,
         help=f"micro-compaction: {' or '.join(_MICRO)} (default spec)",
+    )
+    parser.add_argument(
+        "--max-message-tokens",
+        type=max_message_tokens_arg,
+        default=DEFAULT_MAX_MESSAGE_TOKENS,
+        metavar="N|none",
+        help="cut a single tool result or user text over this many estimated tokens to its "
+        f"head and tail; none: never (default half the threshold, at least {MAX_MESSAGE_FLOOR:,})",
     )
     _summary_options(parser)
 

@@ -10,7 +10,8 @@
 ``default`` changes nothing, ``cache-friendly`` is ``micro=cache-friendly``.
 ``KEY`` is one of :data:`_KEYS` (``-`` and ``_`` alike); a number may end in
 ``k`` (thousands) and hold ``_``; a flag is ``on``/``off`` (or ``true``/``false``,
-``yes``/``no``, ``1``/``0``). The setting's label is its text.
+``yes``/``no``, ``1``/``0``); ``max-message-tokens`` is a number or ``none`` (off).
+The setting's label is its text.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Final
 
 from bareagent_compact.cli.common import CliError
 from bareagent_compact.options import Options
+from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS
 
 MAX_SETTINGS: Final = 8
 """At most this many settings in one ``--compare`` (one colour each on the chart)."""
@@ -47,6 +49,20 @@ def _flag(text: str) -> bool:
         raise ValueError(f"expected on or off, got {text!r}") from None
 
 
+def _limit(text: str) -> int | None:
+    """A ``max_message_tokens`` value: ``none`` (off) or a whole number."""
+    return None if text.strip().lower() == "none" else _number(text)
+
+
+def max_message_tokens_arg(text: str) -> int | None:
+    """``--max-message-tokens``: a whole number (``,`` and ``_`` allowed, ``k`` for
+    thousands) or ``none``."""
+    try:
+        return _limit(text.replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or none, got {text!r}") from None
+
+
 _KEYS: Final[dict[str, Callable[[str], object]]] = {
     "threshold": _number,
     "micro": str,
@@ -55,6 +71,7 @@ _KEYS: Final[dict[str, Callable[[str], object]]] = {
     "keep_tool_pairs": _flag,
     "pin_facts": _flag,
     "language": str,
+    "max_message_tokens": _limit,
 }
 """The options a ``--compare`` term may set, each with its value's reader."""
 
@@ -72,6 +89,8 @@ def compactor_options(args: argparse.Namespace) -> dict[str, Any]:
     for name in ("language", "instructions"):
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
+    if args.max_message_tokens is not DEFAULT_MAX_MESSAGE_TOKENS:  # else the library's
+        options["max_message_tokens"] = args.max_message_tokens
     return options
 
 
