@@ -48,10 +48,10 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     settings = parse_compare(args.compare, base) if args.compare is not None else None
     history = read_file(args.file, args.format)
     messages = history.messages
-    provider, summariser = _summariser(args)
+    provider, summarizer = _summarizer(args)
     if settings is not None:
         return _cmd_compare(
-            args, out, messages, (provider, summariser), settings=settings, plot=plot
+            args, out, messages, (provider, summarizer), settings=settings, plot=plot
         )
     started = time.perf_counter()
     done = _replay(args, messages, provider, base)
@@ -61,7 +61,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     if plot is not None:
         _write_svg(plot, done.turns, args.threshold, f"replay of {Path(args.file).name}")
     if args.json:
-        described = {**base, "keep_recent": options.derived.keep_recent, "summariser": summariser}
+        described = {**base, "keep_recent": options.derived.keep_recent, "summariser": summarizer}
         emit_json(
             out,
             {
@@ -77,7 +77,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         f"replay of {args.file}: {len(messages):,} messages, {summary['turns']:,} turns; "
         f"threshold {args.threshold:,}, keep_recent {options.derived.keep_recent}, "
         f"keep_tool_pairs {'on' if args.keep_tool_pairs else 'off'}, micro {args.micro}, "
-        f"{summariser}\n\n"
+        f"{summarizer}\n\n"
     )
     _write_turns(out, done.turns, every=args.all)
     _write_totals(out, summary, elapsed)
@@ -85,7 +85,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     return 0 if summary["failed"] == 0 else EXIT_FAILED
 
 
-def _summariser(args: argparse.Namespace) -> tuple[SummaryProvider, str]:
+def _summarizer(args: argparse.Namespace) -> tuple[SummaryProvider, str]:
     """The provider ``--provider-cmd`` names (the offline summariser by default), described."""
     if args.provider_cmd:
         provider = CommandProvider(
@@ -124,14 +124,14 @@ def _cmd_compare(
     args: argparse.Namespace,
     out: TextIO,
     messages: list[Message],
-    summariser: tuple[SummaryProvider, str],
+    summarizer: tuple[SummaryProvider, str],
     *,
     settings: list[Setting],
     plot: Path | None,
 ) -> int:
     """``replay --compare``: every setting replayed, one table (or JSON) and one chart."""
     outcomes = [
-        Outcome(s, _replay(args, messages, summariser[0], s.options, f"replaying {s.label}:"))
+        Outcome(s, _replay(args, messages, summarizer[0], s.options, f"replaying {s.label}:"))
         for s in settings
     ]
     prices = Prices(args.cache_write_price, args.cache_read_price, args.output_price)
@@ -141,14 +141,14 @@ def _cmd_compare(
         _write(plot, compare_chart(series, f"replay of {Path(args.file).name}: settings compared"))
     if args.json:
         emit_json(out, {
-            "file": args.file, "messages": len(messages), "summariser": summariser[1],
+            "file": args.file, "messages": len(messages), "summariser": summarizer[1],
             "prices": asdict(prices), "cache_min_tokens": args.cache_min_tokens,
             "settings": rows, **({"plot": str(plot)} if plot else {}),
         })  # fmt: skip
         return 0
     out.write(
         f"replay --compare of {args.file}: {len(messages):,} messages, "
-        f"{rows[0]['summary']['turns']:,} turns, {len(rows)} settings; {summariser[1]}\n\n"
+        f"{rows[0]['summary']['turns']:,} turns, {len(rows)} settings; {summarizer[1]}\n\n"
     )
     write_table(out, rows)
     write_notes(out, prices, args.cache_min_tokens)
