@@ -53,6 +53,16 @@ def test_check_request_is_exported() -> None:
     assert bareagent_compact.check_request([{"role": "user", "content": "hi"}]) == []
 
 
+def test_server_summary_names_are_exported() -> None:
+    from bareagent_compact import providers
+
+    for name in ("ServerCompactionRequest", "ServerSummary", "ServerSummaryProvider"):
+        assert name in bareagent_compact.__all__
+    for name in ("anthropic_server_compaction", "openai_responses_compaction"):
+        assert name in providers.__all__ and callable(getattr(providers, name))
+    assert "SERVER_COMPACTION_FAILED" in bareagent_compact.Reason.__members__
+
+
 def test_package_ships_py_typed() -> None:
     assert files("bareagent_compact").joinpath("py.typed").is_file()
 
