@@ -12,6 +12,7 @@ from types import ModuleType
 import pytest
 
 import bareagent_compact
+from bareagent_compact import providers
 from bareagent_compact import replay as kept
 from bareagent_compact.cli import replay as moved
 
@@ -54,8 +55,6 @@ def test_check_request_is_exported() -> None:
 
 
 def test_server_summary_names_are_exported() -> None:
-    from bareagent_compact import providers
-
     for name in ("ServerCompactionRequest", "ServerSummary", "ServerSummaryProvider"):
         assert name in bareagent_compact.__all__
     for name in ("anthropic_server_compaction", "openai_responses_compaction"):

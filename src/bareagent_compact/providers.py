@@ -560,12 +560,21 @@ def _check_request(request: object) -> ServerCompactionRequest:
 
 
 def _as_sent(value: object) -> dict[str, Any]:
-    """A block or item as the server sent it: an SDK object with exactly its fields."""
-    if is_model(value):
-        return dump_model(value)
+    """A block or item as the server sent it: an SDK object with exactly the fields
+    the server sent (an item the SDK read loosely, such as a user message in an
+    output window, is dumped without the serializer's warnings)."""
     if isinstance(value, dict):
         return value
-    raise TypeError(f"expected a block or item, got {type(value).__name__}")
+    if not is_model(value):
+        raise TypeError(f"expected a block or item, got {type(value).__name__}")
+    dump = cast(Any, value).model_dump
+    try:
+        data = dump(mode="json", by_alias=True, exclude_unset=True, warnings=False)
+    except TypeError:  # a model_dump without pydantic's keywords
+        return dump_model(value)
+    if not isinstance(data, dict):
+        raise TypeError(f"{type(value).__name__}.model_dump() must return a dict")
+    return data
 
 
 def _systems(messages: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[Mapping[str, Any]]]:
