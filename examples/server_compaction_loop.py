@@ -1,4 +1,4 @@
-"""An agent loop whose compactor asks the API itself to compact (server compaction as the summariser).
+"""An agent loop whose compactor asks the API itself to write the summary (server compaction).
 
 The compactor decides when and what (the threshold, the kept tail, snapshots,
 undo); the API writes the summary: Anthropic's on-demand compaction
