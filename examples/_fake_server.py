@@ -21,6 +21,13 @@ is broken:
   of the assistant (a prefill the acknowledgement of a summary would be).
 
 A request without ``tools`` is a summary request: the answer is a short summary.
+The on-demand compactions answer too: an Anthropic request with the
+``compaction`` parameter gets a compaction block alone, and ``POST
+/v1/responses/compact`` the output window (the user messages, then one
+compaction item); both are registered, so later requests must send them back
+unchanged. With nothing to summarise they answer 400
+``compaction_nothing_to_summarize``; with ``compaction_unavailable=True`` 529
+``compaction_unavailable``.
 When an Anthropic request offers the ``recall_truncated`` tool and its messages
 show a truncation marker with a recall handle, the scripted model calls that
 tool once, with the first handle it sees.
@@ -454,6 +461,14 @@ def check_responses(body: Mapping[str, Any], memory: ResponsesMemory) -> list[st
     return errors
 
 
+def _as_window_message(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A user message of the input as the output window of a compaction gives it back."""
+    content = item.get("content")
+    if isinstance(content, str):
+        content = [{"type": "input_text", "text": content}]
+    return {"type": "message", "role": "user", "content": content}
+
+
 def _kind(item: Mapping[str, Any]) -> str:
     kind = item.get("type", "message")
     if kind == "message":
@@ -505,6 +520,8 @@ class FakeServer:
         self.compactions: dict[str, dict[str, Any]] = {}  # signature or id -> as returned
         self.live_tokens: list[int] = []  # the live input of each agent request
         self.server_compactions = 0
+        self.on_demand = 0  # of which asked for (compaction parameter, responses.compact)
+        self.compaction_unavailable = False
         self._ids = itertools.count(1)
 
     def client(self, sdk: str, *, asynchronous: bool = False) -> Any:
@@ -531,6 +548,10 @@ class FakeServer:
                 lambda b: check_responses(b, self.responses_memory),
                 self._responses,
             ),
+            "/v1/responses/compact": (
+                lambda b: check_responses(b, self.responses_memory),
+                self._responses,  # answered by _on_demand
+            ),
         }
         if path not in routes:
             return http.Response(404, json={"error": {"message": f"no route {path}"}})
@@ -543,6 +564,8 @@ class FakeServer:
             self.stats.rejected += 1
             self.stats.rejections.append(f"{path}: {errors[0]}")
             return self._error(http, path, "; ".join(errors[:3]))
+        if path == "/v1/responses/compact" or (path == "/v1/messages" and "compaction" in body):
+            return self._on_demand(http, path, body)
         tokens = len(request.content) // 4
         if self.context_window is not None and tokens > self.context_window:
             self.stats.overflows += 1
@@ -553,6 +576,42 @@ class FakeServer:
         else:
             self.stats.agent_requests += 1
         return http.Response(200, json=answer(body, summary, self.stats.agent_requests))
+
+    def _on_demand(self, http: types.ModuleType, path: str, body: Mapping[str, Any]) -> Any:
+        """An on-demand compaction: the block alone, or the output window."""
+        if self.compaction_unavailable:
+            error = {"type": "overloaded_error", "message": "compaction_unavailable"}
+            return http.Response(529, json={"type": "error", "error": error})
+        key = "messages" if path == "/v1/messages" else "input"
+        live = live_part(list(body.get(key) or []))
+        dialogue = [m for m in live if m.get("role") not in ("system", "developer")]
+        if len(dialogue) < 2:
+            return self._error(
+                http, path, "compaction_nothing_to_summarize: nothing to summarize",
+                code="compaction_nothing_to_summarize",
+            )
+        self.on_demand += 1
+        n = next(self._ids)
+        tokens = len(json.dumps(body)) // 4
+        if path == "/v1/messages":
+            return http.Response(200, json={
+                "id": f"msg_{n}", "type": "message", "role": "assistant",
+                "model": body.get("model", "fake"),
+                "content": [self._compaction(n, anthropic=True)],
+                "stop_reason": "compaction", "stop_sequence": None,
+                "usage": {"input_tokens": tokens, "output_tokens": 40},
+            })  # fmt: skip
+        window = [_as_window_message(m) for m in dialogue if _kind(m) == "user"]
+        return http.Response(200, json={
+            "id": f"cmpresp_{n}", "object": "response.compaction",
+            "created_at": 1_700_000_000 + n,
+            "output": [*window, self._compaction(n, anthropic=False)],
+            "usage": {
+                "input_tokens": tokens, "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": 40, "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": tokens + 40,
+            },
+        })  # fmt: skip
 
     @staticmethod
     def _overflow(http: types.ModuleType, path: str, tokens: int, window: int) -> Any:
@@ -582,11 +641,11 @@ class FakeServer:
         return http.Response(400, json={"error": error})
 
     @staticmethod
-    def _error(http: types.ModuleType, path: str, message: str) -> Any:
+    def _error(http: types.ModuleType, path: str, message: str, code: str | None = None) -> Any:
         if path == "/v1/messages":
             error = {"type": "invalid_request_error", "message": message}
             return http.Response(400, json={"type": "error", "error": error})
-        error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+        error = {"message": message, "type": "invalid_request_error", "param": None, "code": code}
         return http.Response(400, json={"error": error})
 
     def _recall(self, body: Mapping[str, Any]) -> list[tuple[str, dict[str, str]]]:
@@ -655,7 +714,7 @@ class FakeServer:
             "stop_reason": "tool_use" if calls else "end_turn",
             "stop_sequence": None,
             "usage": {
-                "input_tokens": live if triggers else len(json.dumps(body)) // 4,
+                "input_tokens": live,
                 "output_tokens": 20,
             },
         }
@@ -753,7 +812,7 @@ class FakeServer:
             "tool_choice": "auto",
             "tools": body.get("tools", []),
             "usage": {
-                "input_tokens": live if thresholds else 10,
+                "input_tokens": live,
                 "input_tokens_details": {"cached_tokens": 0},
                 "output_tokens": 5,
                 "output_tokens_details": {"reasoning_tokens": 0},

@@ -12,6 +12,7 @@ from types import ModuleType
 import pytest
 
 import bareagent_compact
+from bareagent_compact import providers
 from bareagent_compact import replay as kept
 from bareagent_compact.cli import replay as moved
 
@@ -51,6 +52,14 @@ def test_recall_names_are_exported() -> None:
 def test_check_request_is_exported() -> None:
     assert "check_request" in bareagent_compact.__all__
     assert bareagent_compact.check_request([{"role": "user", "content": "hi"}]) == []
+
+
+def test_server_summary_names_are_exported() -> None:
+    for name in ("ServerCompactionRequest", "ServerSummary", "ServerSummaryProvider"):
+        assert name in bareagent_compact.__all__
+    for name in ("anthropic_server_compaction", "openai_responses_compaction"):
+        assert name in providers.__all__ and callable(getattr(providers, name))
+    assert "SERVER_COMPACTION_FAILED" in bareagent_compact.Reason.__members__
 
 
 def test_package_ships_py_typed() -> None:

@@ -48,9 +48,11 @@ from bareagent_compact.protocols import (
     ArchiveRecord,
     BeforeCompactHook,
     Message,
+    ServerSummary,
     SessionIdChecker,
     TokenCounter,
     TranscriptManager,
+    is_server_summariser,
 )
 from bareagent_compact.providers import adapter_hint, response_text
 from bareagent_compact.rebuild import (
@@ -59,6 +61,7 @@ from bareagent_compact.rebuild import (
     is_own_output,
     rebuild,
     replace_all,
+    replacement,
     spec_prompt,
     split_history,
     summary_block,
@@ -86,6 +89,7 @@ from bareagent_compact.requests import (
     is_async_callable,
 )
 from bareagent_compact.result import Action, CompactionEvent, CompactionResult, Reason
+from bareagent_compact.server_summary import live_prefix, summarize_on_server
 from bareagent_compact.summarize import (
     DEFAULT_SUMMARY_INPUT_TOKENS,
     Summarized,
@@ -727,7 +731,7 @@ class CompactorBase(Generic[ProviderT]):
         prompt = None if plan.prompt is None else [
             {"role": "system", "content": system}, plan.prompt[1]
         ]
-        return replace(plan, system_prompt=system, prompt=prompt)
+        return replace(plan, system_prompt=system, prompt=prompt, focus="\n".join(texts))
 
     def _snapshot(
         self, plan: Plan, attempt: _Attempt, copy: list[Message] | None = None
@@ -752,9 +756,13 @@ class CompactorBase(Generic[ProviderT]):
 
     def _summarize(self, plan: Plan, truncated: int = 0) -> Generator[Request, Any, Summarized]:
         """Steps 6 and 7: ask for the summary, in parts if the source is over the
-        summariser's input budget; any failure leaves history intact."""
+        summariser's input budget; any failure leaves history intact. A server
+        summariser is sent the conversation's own messages instead."""
         options = self._options
         derived = options.derived
+        if is_server_summariser(options.provider):
+            prefix = live_prefix(plan.snapshot, plan.fixed_end)
+            return (yield from summarize_on_server(plan.systems, prefix, plan.source, plan.focus))
         return (
             yield from summarize_source(
                 plan.source,
@@ -774,6 +782,8 @@ class CompactorBase(Generic[ProviderT]):
         self, messages: MutableSequence[Any], plan: Plan, attempt: _Attempt, done: Summarized
     ) -> CompactionResult:
         """Check the summary (pinned facts, never a bigger history), rebuild, commit."""
+        if done.server is not None:
+            return self._conclude_server(messages, plan, attempt, done)
         if done.text is None:
             return self._failure(attempt, done.reason or Reason.UNUSABLE_SUMMARY)
         summary = self._with_pins(plan, done.text, attempt)
@@ -782,6 +792,22 @@ class CompactorBase(Generic[ProviderT]):
         attempt.summary = summary
         # Step 8: rebuild in place.
         rebuilt = rebuild(messages, plan, summary, self._options.derived.acknowledgement)
+        if rebuilt is None:
+            return self._failure(attempt, Reason.HISTORY_CHANGED)
+        return self._commit(messages, plan, attempt, rebuilt)
+
+    def _conclude_server(
+        self, messages: MutableSequence[Any], plan: Plan, attempt: _Attempt, done: Summarized
+    ) -> CompactionResult:
+        """A server's artefact: never a bigger history (counted as the server reads
+        it), then placed exactly as returned; no pinned facts (it is opaque)."""
+        server = done.server
+        assert server is not None
+        if self._inflated(plan, server, attempt, covered=done.covered):
+            return self._failure(attempt, Reason.INFLATED_SUMMARY)
+        attempt.summary = server.text
+        acknowledgement = self._options.derived.acknowledgement
+        rebuilt = rebuild(messages, plan, server, acknowledgement, done.covered)
         if rebuilt is None:
             return self._failure(attempt, Reason.HISTORY_CHANGED)
         return self._commit(messages, plan, attempt, rebuilt)
@@ -858,13 +884,23 @@ class CompactorBase(Generic[ProviderT]):
         return None if self._inflated(plan, summary, attempt) else summary
 
     def _inflated(
-        self, plan: Plan, summary: str, attempt: _Attempt, quiet: bool = False
+        self,
+        plan: Plan,
+        summary: str | ServerSummary,
+        attempt: _Attempt,
+        quiet: bool = False,
+        covered: int | None = None,
     ) -> bool:
-        """What replaces the source (the summary, and the acknowledgement) being
-        longer than the source makes the history bigger: refused, unless the call
-        was forced (then kept, with a warning)."""
+        """What replaces the source (the summary, and the acknowledgement; or a
+        server's artefact and what it does not cover, counted as the server reads
+        it) being longer than the source makes the history bigger: refused, unless
+        the call was forced (then kept, with a warning)."""
         force = attempt.force
-        block = summary_block(summary, plan.kept, self._options.derived.acknowledgement)
+        acknowledgement = self._options.derived.acknowledgement
+        if isinstance(summary, ServerSummary):
+            block = replacement(plan, summary, acknowledgement, covered)[: -len(plan.kept) or None]
+        else:
+            block = summary_block(summary, plan.kept, acknowledgement)
         summary_size = self._count(block)
         source_size = plan.source_tokens
         if summary_size <= source_size:

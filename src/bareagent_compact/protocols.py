@@ -10,7 +10,8 @@ checked up front.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
 
 Message: TypeAlias = dict[str, Any]
 """One chat message: ``{"role": ..., "content": str | list[block]}`` (Anthropic style)."""
@@ -41,6 +42,58 @@ class AsyncSummaryProvider(Protocol):
     """An ``async def`` summarising model, for :class:`~bareagent_compact.AsyncCompactor`."""
 
     def __call__(self, prompt: list[Message], /) -> Awaitable[str | HasText]: ...
+
+
+SERVER_COMPACTION_ATTRIBUTE: Final = "server_compaction"
+"""A provider with this attribute set to ``True`` is a server summariser: it is
+called with a :class:`ServerCompactionRequest` and returns a :class:`ServerSummary`."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerCompactionRequest:
+    """What a server summariser is asked to compact.
+
+    ``messages`` are the conversation's own messages (or Responses items), as they
+    are: its system messages first, then the part to be replaced, from the
+    message holding the newest server compaction artefact when there is one.
+    ``instructions`` are the focus instructions (the compactor's
+    ``instructions``, the call's, the ``before_compact`` hook's), or ``None``.
+    """
+
+    messages: list[Message]
+    instructions: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSummary:
+    """A summary the API made on its own server: an opaque artefact with its own
+    placement rule.
+
+    ``messages`` go, exactly as returned, in place of the messages the request
+    carried after its system messages (Anthropic: one assistant message whose
+    content is the ``compaction`` block alone; Responses: the output window of
+    ``responses.compact``, the user messages then one ``compaction`` item).
+    ``text`` is the summary's readable text when the API gives one (Anthropic's
+    block ``content``), else ``""``; it is what ``after_compact`` receives.
+    """
+
+    messages: tuple[Message, ...]
+    text: str = ""
+
+
+class ServerSummaryProvider(Protocol):
+    """A summariser that asks the API itself to compact (see
+    :func:`~bareagent_compact.providers.anthropic_server_compaction` and
+    :func:`~bareagent_compact.providers.openai_responses_compaction`)."""
+
+    server_compaction: bool
+
+    def __call__(self, request: ServerCompactionRequest, /) -> ServerSummary: ...
+
+
+def is_server_summariser(provider: object) -> bool:
+    """True for a provider marked as a server summariser."""
+    return getattr(provider, SERVER_COMPACTION_ATTRIBUTE, False) is True
 
 
 @runtime_checkable

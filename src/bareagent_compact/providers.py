@@ -24,16 +24,26 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, Literal, TypeAlias, overload
+from typing import Any, Final, Literal, TypeAlias, cast, overload
 
+from bareagent_compact.plain import dump_model, is_model
+from bareagent_compact.protocols import (
+    SERVER_COMPACTION_ATTRIBUTE,
+    ServerCompactionRequest,
+    ServerSummary,
+)
 from bareagent_compact.validate import check_int, check_name
 
 __all__ = [
+    "AsyncServerSummaryFunction",
     "AsyncSummaryFunction",
+    "ServerSummaryFunction",
     "SummaryFunction",
     "anthropic_provider",
+    "anthropic_server_compaction",
     "bareagent_provider",
     "openai_chat_provider",
+    "openai_responses_compaction",
     "openai_responses_provider",
 ]
 
@@ -47,6 +57,14 @@ SummaryFunction: TypeAlias = Callable[[Prompt], str]
 
 AsyncSummaryFunction: TypeAlias = Callable[[Prompt], Awaitable[str]]
 """What a factory returns for an asynchronous client."""
+
+ServerSummaryFunction: TypeAlias = Callable[[ServerCompactionRequest], ServerSummary]
+"""What a server compaction factory returns for a synchronous client."""
+
+AsyncServerSummaryFunction: TypeAlias = Callable[
+    [ServerCompactionRequest], Awaitable[ServerSummary]
+]
+"""What a server compaction factory returns for an asynchronous client."""
 
 DEFAULT_MAX_TOKENS: Final = 4096
 """Output budget of the summary request where the API needs one (Anthropic, BareAgent)."""
@@ -510,4 +528,197 @@ def bareagent_provider(
         request,
         _read_bareagent,
         "bareagent_provider",
+    )
+
+
+# --------------------------------------------------------------------------- server compaction
+
+
+def _server_sync_or_async(
+    call: Callable[..., Any],
+    is_async: bool,
+    request: Callable[[ServerCompactionRequest], dict[str, Any]],
+    read: Callable[[object], ServerSummary],
+    label: str,
+) -> ServerSummaryFunction | AsyncServerSummaryFunction:
+    """A server summariser around ``call``: sync or ``async def``, marked as one."""
+    text_reader = cast(Callable[[object], str], read)
+    summarize = _sync_or_async(
+        call, is_async, cast(Callable[[Prompt], dict[str, Any]], request), text_reader, label
+    )
+    setattr(summarize, SERVER_COMPACTION_ATTRIBUTE, True)
+    return cast("ServerSummaryFunction | AsyncServerSummaryFunction", summarize)
+
+
+def _check_request(request: object) -> ServerCompactionRequest:
+    if not isinstance(request, ServerCompactionRequest):
+        raise TypeError(
+            "a server summariser is called with a ServerCompactionRequest, got "
+            f"{type(request).__name__}"
+        )
+    return request
+
+
+def _as_sent(value: object) -> dict[str, Any]:
+    """A block or item as the server sent it: an SDK object with exactly the fields
+    the server sent (an item the SDK read loosely, such as a user message in an
+    output window, is dumped without the serializer's warnings)."""
+    if isinstance(value, dict):
+        return value
+    if not is_model(value):
+        raise TypeError(f"expected a block or item, got {type(value).__name__}")
+    dump = cast(Any, value).model_dump
+    try:
+        data = dump(mode="json", by_alias=True, exclude_unset=True, warnings=False)
+    except TypeError:  # a model_dump without pydantic's keywords
+        return dump_model(value)
+    if not isinstance(data, dict):
+        raise TypeError(f"{type(value).__name__}.model_dump() must return a dict")
+    return data
+
+
+def _systems(messages: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[Mapping[str, Any]]]:
+    """The text of the system (and developer) messages, and the other messages."""
+    texts = [
+        m["content"]
+        for m in messages
+        if m.get("role") in ("system", "developer") and isinstance(m.get("content"), str)
+    ]
+    rest = [
+        m
+        for m in messages
+        if m.get("role") not in ("system", "developer") or not isinstance(m.get("content"), str)
+    ]
+    return texts, rest
+
+
+def _read_anthropic_compaction(response: object) -> ServerSummary:
+    """The one compaction block of an on-demand compaction's answer, as sent."""
+    content = _get(response, "content")
+    if not _is_list(content):
+        raise TypeError(f"expected an Anthropic Message, got {type(response).__name__}")
+    blocks = [_as_sent(b) for b in content if _get(b, "type") == "compaction"]
+    if len(blocks) != 1:
+        stop = _get(response, "stop_reason")
+        raise ValueError(f"expected one compaction block, got {len(blocks)} (stop_reason {stop!r})")
+    text = blocks[0].get("content")
+    if not isinstance(text, str) or not text:
+        raise ValueError("the compaction block has no content (a no-op block)")
+    return ServerSummary(({"role": "assistant", "content": blocks},), text)
+
+
+@overload
+def anthropic_server_compaction(
+    client: object, model: str, max_tokens: int = ..., *,
+    is_async: Literal[False], **create_kwargs: Any,
+) -> ServerSummaryFunction: ...
+@overload
+def anthropic_server_compaction(
+    client: object, model: str, max_tokens: int = ..., *,
+    is_async: Literal[True], **create_kwargs: Any,
+) -> AsyncServerSummaryFunction: ...
+@overload
+def anthropic_server_compaction(
+    client: object, model: str, max_tokens: int = ..., *,
+    is_async: None = ..., **create_kwargs: Any,
+) -> Any: ...
+def anthropic_server_compaction(
+    client: object,
+    model: str,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    *,
+    is_async: bool | None = None,
+    **create_kwargs: Any,
+) -> ServerSummaryFunction | AsyncServerSummaryFunction | Any:
+    """A server summariser: Anthropic's on-demand compaction.
+
+    Calls ``client.beta.messages.create(model=, max_tokens=, messages=,
+    compaction={"type": "summarize", "instructions"?: focus})`` with the
+    conversation's own messages; its system messages become ``system=`` unless
+    ``create_kwargs`` give one. Pass the conversation's ``tools=`` (and
+    ``betas=``, ``system=`` ...) in ``create_kwargs``, as the API wants the
+    request to be the conversation's own. The answer's compaction block, exactly
+    as sent, becomes one assistant message that the rebuild puts in place of the
+    messages it summarises. An answer without one block with content raises
+    ``ValueError`` (a failed step: ``Reason.SERVER_COMPACTION_FAILED``).
+    """
+    create = _method(client, "beta.messages.create")
+    model = _check_model(model)
+    max_tokens = _check_max_tokens(max_tokens)
+
+    def request(compaction: ServerCompactionRequest) -> dict[str, Any]:
+        systems, dialogue = _systems(_check_request(compaction).messages)
+        config: dict[str, Any] = {"type": "summarize"}
+        if compaction.instructions:
+            config["instructions"] = compaction.instructions
+        body: dict[str, Any] = {
+            "model": model, "max_tokens": max_tokens, "messages": dialogue, "compaction": config
+        }
+        if systems and "system" not in create_kwargs:
+            body["system"] = "\n\n".join(systems)
+        return {**body, **create_kwargs}
+
+    return _server_sync_or_async(
+        create,
+        _detect_async(client, create, is_async),
+        request,
+        _read_anthropic_compaction,
+        "anthropic_server_compaction",
+    )
+
+
+def _read_compacted(response: object) -> ServerSummary:
+    """The output window of ``responses.compact``: items as sent, one compaction item last."""
+    output = _get(response, "output")
+    if not _is_list(output):
+        raise TypeError(f"expected a CompactedResponse, got {type(response).__name__}")
+    items = [_as_sent(item) for item in output]
+    kinds = [item.get("type") for item in items]
+    if kinds.count("compaction") != 1 or kinds[-1] != "compaction":
+        raise ValueError("expected an output window ending with its one compaction item")
+    return ServerSummary(tuple(items))
+
+
+@overload
+def openai_responses_compaction(
+    client: object, model: str, *, is_async: Literal[False], **compact_kwargs: Any
+) -> ServerSummaryFunction: ...
+@overload
+def openai_responses_compaction(
+    client: object, model: str, *, is_async: Literal[True], **compact_kwargs: Any
+) -> AsyncServerSummaryFunction: ...
+@overload
+def openai_responses_compaction(
+    client: object, model: str, *, is_async: None = ..., **compact_kwargs: Any
+) -> Any: ...
+def openai_responses_compaction(
+    client: object, model: str, *, is_async: bool | None = None, **compact_kwargs: Any
+) -> ServerSummaryFunction | AsyncServerSummaryFunction | Any:
+    """A server summariser: OpenAI's ``client.responses.compact``.
+
+    Sends the conversation's own items as ``input=``; its system and developer
+    messages of text, then the focus instructions, become ``instructions=``
+    (after the ``instructions`` of ``compact_kwargs`` when given). The output
+    window (the user messages, then one compaction item), exactly as sent, is
+    what the rebuild puts in place of the items it summarises. An answer of
+    another shape raises ``ValueError`` (``Reason.SERVER_COMPACTION_FAILED``).
+    """
+    compact = _method(client, "responses.compact")
+    model = _check_model(model)
+
+    def request(compaction: ServerCompactionRequest) -> dict[str, Any]:
+        systems, items = _systems(_check_request(compaction).messages)
+        given = compact_kwargs.get("instructions")
+        texts = [t for t in (given, *systems, compaction.instructions) if t]
+        body: dict[str, Any] = {**compact_kwargs, "model": model, "input": items}
+        if texts:
+            body["instructions"] = "\n\n".join(texts)
+        return body
+
+    return _server_sync_or_async(
+        compact,
+        _detect_async(client, compact, is_async),
+        request,
+        _read_compacted,
+        "openai_responses_compaction",
     )

@@ -17,7 +17,7 @@ from bareagent_compact._json import json_copy
 from bareagent_compact.options import Options
 from bareagent_compact.pairs import find_orphans
 from bareagent_compact.prompts import SUMMARY_PREFIX
-from bareagent_compact.protocols import Message
+from bareagent_compact.protocols import Message, ServerSummary
 from bareagent_compact.serialize import _serialize
 from bareagent_compact.split import (
     paired_tail_start,
@@ -53,6 +53,8 @@ class Plan:
     fixed_end: int = 0
     """``snapshot[:fixed_end]`` stays as it is, in place: a server compaction
     artefact, what comes before it, and the results of its message's calls."""
+    focus: str | None = None
+    """The focus instructions (constructor, call, ``before_compact``), or ``None``."""
 
     @property
     def kept(self) -> list[Message]:
@@ -134,6 +136,19 @@ def summary_block(summary: str, kept: Sequence[Message], acknowledgement: str) -
     return block
 
 
+def replacement(
+    plan: Plan, summary: str | ServerSummary, acknowledgement: str, covered: int | None = None
+) -> list[Message]:
+    """What replaces the source, kept tail included: the summary block (a text
+    summary), or the server's artefact exactly as returned followed by the
+    ``plan.source[covered:]`` it does not stand for (a :class:`ServerSummary`)."""
+    kept = plan.kept
+    if isinstance(summary, ServerSummary):
+        rest = plan.source[len(plan.source) if covered is None else covered :]
+        return [*summary.messages, *rest, *kept]
+    return [*summary_block(summary, kept, acknowledgement), *kept]
+
+
 def appended_only(current: Sequence[Any], before: Sequence[Any]) -> bool:
     """True when ``current`` is ``before`` (the same objects) with messages appended."""
     return len(current) >= len(before) and all(
@@ -164,10 +179,16 @@ def _current_systems(plan: Plan) -> list[Message]:
 
 
 def rebuild(
-    messages: MutableSequence[Any], plan: Plan, summary: str, acknowledgement: str
+    messages: MutableSequence[Any],
+    plan: Plan,
+    summary: str | ServerSummary,
+    acknowledgement: str,
+    covered: int | None = None,
 ) -> list[Message] | None:
     """Step 8, in place: systems, summary, acknowledgement (unless a kept assistant
-    turn follows), kept tail, pending turn, and whatever arrived meanwhile.
+    turn follows), kept tail, pending turn, and whatever arrived meanwhile. A
+    :class:`ServerSummary` takes the place of the summary and acknowledgement
+    (see :func:`replacement`).
 
     Messages appended while the summary was made (by another thread or task,
     or the provider itself) are kept after the pending turn, and system
@@ -182,12 +203,10 @@ def rebuild(
             "made; history left as it is"
         )
         return None
-    kept = plan.kept
     rebuilt = [
         *plan.snapshot[: plan.fixed_end],
         *_current_systems(plan),
-        *summary_block(summary, kept, acknowledgement),
-        *kept,
+        *replacement(plan, summary, acknowledgement, covered),
     ]
     rebuilt += plan.snapshot[plan.head_end :]
     replace_all(messages, [*rebuilt, *current[len(plan.snapshot) :]])

@@ -61,6 +61,12 @@ class Reason(str, enum.Enum):
     """The summary system prompt left less than half of ``summary_input_tokens`` for
     the history (in the compactor's count), even with the instructions left out."""
 
+    SERVER_COMPACTION_FAILED = "server compaction failed"
+    """A server summariser (``anthropic_server_compaction``,
+    ``openai_responses_compaction``) raised: an API error such as
+    ``compaction_nothing_to_summarize`` or ``compaction_unavailable`` (529), or an
+    answer without the compaction artefact. History left as it was."""
+
     BACKGROUND_LOST = "background summary lost"
     """A summary started in the background (``background_at``) ended without one
     to swap in: it was cancelled (``aclose()``, or its event loop shut down), it

@@ -28,7 +28,7 @@ from bareagent_compact import dialects
 from bareagent_compact.overflow import is_context_overflow
 from bareagent_compact.plain import plain_view
 from bareagent_compact.prompts import SUMMARY_PREFIX
-from bareagent_compact.protocols import Message
+from bareagent_compact.protocols import Message, ServerCompactionRequest, ServerSummary
 from bareagent_compact.result import Reason
 from bareagent_compact.serialize import _escape_role_lines, _serialize, render_message, tool_names
 
@@ -106,19 +106,26 @@ def check_budget(budget: int, prompt_tokens: int) -> None:
 
 
 class SummaryRequest(NamedTuple):
-    """Call the provider with ``prompt``; answer with an ``Outcome`` of its answer."""
+    """Call the provider with ``prompt``; answer with an ``Outcome`` of its answer.
 
-    prompt: list[Message]
+    A server summariser's prompt is a :class:`ServerCompactionRequest`."""
+
+    prompt: list[Message] | ServerCompactionRequest
 
 
 @dataclass(frozen=True, slots=True)
 class Summarized:
-    """What the summary requests came to: the text, or why there is none."""
+    """What the summary requests came to: the text, or why there is none.
+
+    A server summariser's answer is ``server``, standing for the first
+    ``covered`` messages of the source (the rest is kept as it is after it)."""
 
     text: str | None
     reason: Reason | None
     calls: int
     parts: int
+    server: ServerSummary | None = None
+    covered: int = 0
 
 
 Counter = Callable[[list[Message]], int]

@@ -22,6 +22,8 @@ from _fake_server import FakeServer, anthropic_client
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 LOOPS = ["anthropic_loop", "async_anthropic_loop", "openai_chat_loop", "openai_responses_loop"]
 BACKGROUND = "async_anthropic_loop --background"
+SERVER = "server_compaction_loop"
+SERVER_RESPONSES = "server_compaction_loop --api responses --server-too"
 
 
 REPL_SCRIPT = "\n".join(
@@ -51,6 +53,8 @@ def examples_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Done]:
     transcripts = tmp_path_factory.mktemp("repl-transcripts")
     commands = {name: ["--turns", "15", "--quiet"] for name in LOOPS}
     commands[BACKGROUND] = ["--turns", "15", "--quiet", "--background"]
+    commands[SERVER] = ["--turns", "15", "--quiet"]
+    commands[SERVER_RESPONSES] = ["--turns", "15", "--quiet", *SERVER_RESPONSES.split()[1:]]
     commands["repl"] = ["--dir", str(transcripts)]
     commands["anthropic_loop --recall"] = ["--turns", "15", "--quiet", "--recall"]
     processes = {
@@ -71,7 +75,7 @@ def examples_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Done]:
     return done
 
 
-@pytest.mark.parametrize("name", [*LOOPS, BACKGROUND])
+@pytest.mark.parametrize("name", [*LOOPS, BACKGROUND, SERVER, SERVER_RESPONSES])
 def test_the_example_loop_runs_offline_and_compacts(
     name: str, examples_run: dict[str, Done]
 ) -> None:
