@@ -689,9 +689,30 @@ class CompactorBase(Generic[ProviderT]):
             logger.warning("compaction skipped: history cannot be encoded", exc_info=True)
             return self._failure(attempt, Reason.NOT_ENCODABLE)
         system_prompt = options.derived.system_prompt
-        return Plan(
+        plan = Plan(
             snapshot, head_end, start, systems, source, source_tokens, system_prompt, prompt, fixed
         )
+        return self._worth_a_call(plan, attempt)
+
+    def _worth_a_call(self, plan: Plan, attempt: _Attempt) -> Plan | CompactionResult:
+        """``plan``, unless (not forced) its source weighs less than the summary prefix
+        and the acknowledgement together: a summary could save at most that little,
+        never worth a provider call (told once, then at ``DEBUG``)."""
+        if attempt.force:
+            return plan
+        fixed = summary_block("", (), self._options.derived.acknowledgement)
+        floor = self._count(fixed)
+        if plan.source_tokens >= floor:
+            return plan
+        self._trigger.tell(
+            logging.INFO,
+            "history is over the threshold but what can be summarised (%d tokens) is "
+            "smaller than the summary prefix and acknowledgement (%d tokens); nothing "
+            "summarised",
+            plan.source_tokens,
+            floor,
+        )
+        return attempt.quiet(Reason.NOTHING_TO_SUMMARISE)
 
     def _consult(
         self, plan: Plan, attempt: _Attempt, instructions: str | None
