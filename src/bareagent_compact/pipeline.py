@@ -288,7 +288,7 @@ class CompactorBase(Generic[ProviderT]):
     instructions = _Option[str | None, str | None]()
     rolling_summaries = _Option[bool, bool]()
     pin_facts = _Option[bool, bool]()
-    pin_facts_tokens = _Option[int, int]()
+    pin_facts_tokens = _Option[int, int](derived=True)
     keep_tail_tokens = _Option[int, int]()
     before_compact = _Option[BeforeCompactHook | None, BeforeCompactHook | None]()
     after_compact = _Option[AfterCompactHook | None, AfterCompactHook | None]()
