@@ -818,9 +818,11 @@ class CompactorBase(Generic[ProviderT]):
         hand and the history rebuilt."""
         self._anchor.forget()
         after = self._count_history(messages)
-        self._trigger.succeeded(after > self._options.threshold)
+        threshold = self._options.threshold
+        self._trigger.succeeded(after > threshold)
         try:
-            warn_about(messages, plan, attempt.tokens, after, self._options.threshold)
+            arrived = self._arrived(messages, rebuilt, after > threshold)
+            warn_about(messages, plan, attempt.tokens, after, threshold, arrived=arrived)
         except Exception:  # a malformed block must not turn success into an exception
             logger.warning("could not check the rebuilt history", exc_info=True)
         return CompactionResult(
@@ -835,6 +837,14 @@ class CompactorBase(Generic[ProviderT]):
             replaced=tuple(plan.snapshot),
             rebuilt=tuple(rebuilt),
         )
+
+    def _arrived(
+        self, messages: MutableSequence[Any], rebuilt: list[Message], over: bool
+    ) -> tuple[int, int] | None:
+        """When the rebuilt history is ``over`` the threshold and messages were
+        appended while the summary was made: how many, and the count without them."""
+        arrived = len(messages) - len(rebuilt)
+        return (arrived, self._count_list(rebuilt)) if over and arrived else None
 
     def _after(
         self, result: CompactionResult, summary: str | None
