@@ -500,3 +500,28 @@ def test_a_before_compact_veto_starts_nothing_in_the_background() -> None:
 
     run(main())
 
+
+
+def test_over_the_threshold_after_a_swap_because_of_messages_appended_meanwhile_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def main() -> list[str]:
+        provider = GatedProvider()
+        compactor, messages = await started(provider)
+        appended: list[Any] = []
+        turn = 0
+        while tokens(messages) <= 2 * compactor.threshold:
+            appended += grow(messages, turn, size=200)
+            turn += 1
+        call = asyncio.create_task(compactor(messages))
+        await settle()
+        provider.release.set()
+        with caplog.at_level(logging.WARNING, logger="bareagent_compact"):
+            result = await call
+        assert result.action is Action.FULL and result.tokens_after > compactor.threshold
+        return [r.getMessage() for r in caplog.records if "still over" in r.getMessage()]
+
+    told = run(main())
+    assert len(told) == 1
+    assert "appended while the summary was made" in told[0]
+    assert "kept messages alone" not in told[0]

@@ -20,11 +20,13 @@ import pytest
 from bareagent_compact import (
     Compactor,
     JsonlTranscriptManager,
+    OfflineSummarizer,
     SqlTranscriptManager,
     _serialize,
     estimate_tokens,
 )
 from bareagent_compact.cli import main
+from bareagent_compact.cli import replay as replay_module
 from bareagent_compact.cli.common import Progress
 
 DIALECTS = ("anthropic", "chat", "responses")
@@ -596,3 +598,20 @@ def test_compact_with_nothing_to_summarise_exits_0_and_writes_the_history(
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text()) == []
+
+
+def test_replay_tokens_in_is_the_estimate_of_the_history_as_the_turn_starts(
+    dialect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[int] = []
+
+    class Spy(Compactor):
+        def __call__(self, history: Any, *args: Any, **kwargs: Any) -> Any:
+            seen.append(estimate_tokens(history))
+            return super().__call__(history, *args, **kwargs)
+
+    monkeypatch.setattr(replay_module, "Compactor", Spy)
+    done = replay_module.replay(session(dialect), OfflineSummarizer(), threshold=int(THRESHOLD))
+    assert [t.tokens_in for t in done.turns] == seen
+    quiet = [t for t in done.turns if t.action.value == "none"]
+    assert quiet and all(t.tokens_in == t.tokens_before == t.tokens_after for t in quiet)

@@ -316,3 +316,17 @@ def test_a_request_under_the_minimum_is_not_cached() -> None:
     use = cache.request(history, estimate_tokens(history))
     assert (use.read, use.written, use.uncached) == (0, 0, estimate_tokens(history))
     assert cache.request(history, estimate_tokens(history)).read == 0
+
+
+def test_peak_means_the_same_in_replay_and_in_the_compare_table(
+    capsys: pytest.CaptureFixture[str], demo: Path
+) -> None:
+    code, out, err = run(capsys, "replay", str(demo), "--threshold", DEMO_THRESHOLD, "--json")
+    assert code == 0, err
+    plain = json.loads(out)
+    sent = [t["tokens_after"] for t in plain["turns"]]
+    assert plain["summary"]["peak_tokens"] == max(sent)
+    assert plain["turns"][plain["summary"]["peak_turn"] - 1]["tokens_after"] == max(sent)
+    assert max(t["tokens_in"] for t in plain["turns"]) > max(sent)  # they differ here
+    report = compare(capsys, demo, "default")
+    assert report["settings"][0]["summary"]["peak_context"] == plain["summary"]["peak_tokens"]

@@ -18,6 +18,7 @@ from bareagent_compact import (
     Action,
     CompactionResult,
     Compactor,
+    Reason,
     _micro_compact,
     _serialize,
     estimate_tokens,
@@ -509,13 +510,52 @@ def test_a_failed_summary_without_micro_compaction_says_history_left_as_it_was(
     assert "summary provider failed; history left as it was" in _failure_warnings(caplog)
 
 
-@pytest.mark.parametrize(("rounds", "left"), [(6, "micro-compaction left it"), (2, "it was")])
+@pytest.mark.parametrize(
+    ("rounds", "size", "left"), [(6, 10, "micro-compaction left it"), (2, 200, "it was")]
+)
 def test_a_refused_longer_summary_says_what_the_history_was_left_as(
-    make_history: History, caplog: pytest.LogCaptureFixture, rounds: int, left: str
+    make_history: History, caplog: pytest.LogCaptureFixture, rounds: int, size: int, left: str
 ) -> None:
-    messages = make_history(rounds=rounds, size=10)
+    messages = make_history(rounds=rounds, size=size)
     provider = RecordingProvider("a much longer summary " * 200)
     with caplog.at_level(logging.WARNING, logger="bareagent_compact"):
         result = Compactor(provider, threshold=0)(messages)
     assert result.reason == "summary longer than its source"
     assert any(w.endswith("history left as " + left) for w in _failure_warnings(caplog))
+
+
+def _tiny_source_history() -> list[dict[str, Any]]:
+    """Only the first user request is left to summarise: the call and its (large)
+    pending result are kept."""
+    return [
+        {"role": "system", "content": "You are a careful coding agent."},
+        {"role": "user", "content": "Find why the workers time out."},
+        *tool_round("t1", "search_logs", "worker timeout after 0.1234s\n" * 200),
+    ]
+
+
+def test_a_source_lighter_than_its_replacement_is_not_sent_to_the_provider(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    provider = RecordingProvider("a short summary")
+    compactor = Compactor(provider, threshold=500)
+    messages = _tiny_source_history()
+    before = copy.deepcopy(messages)
+    with caplog.at_level(logging.DEBUG, logger="bareagent_compact"):
+        results = [compactor(messages) for _ in range(3)]
+    assert provider.prompts == []
+    assert messages == before
+    assert [r.action for r in results] == [Action.NONE] * 3
+    assert {r.reason for r in results} == {Reason.NOTHING_TO_SUMMARISE}
+    told = [r for r in caplog.records if "smaller than" in r.getMessage()]
+    assert [r.levelno for r in told] == [logging.INFO, logging.DEBUG, logging.DEBUG]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert compactor._trigger.failures == 0
+
+
+def test_a_forced_call_still_summarises_a_tiny_source() -> None:
+    provider = RecordingProvider("a short summary")
+    messages = _tiny_source_history()
+    result = Compactor(provider, threshold=500)(messages, force=True)
+    assert len(provider.prompts) == 1
+    assert result.action is Action.FULL

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import gc
+import logging
 import random
 import re
 import weakref
@@ -429,3 +430,16 @@ def test_an_early_report_below_the_estimate_never_makes_the_overhead_negative() 
     assert result.compacted and result.tokens_after > 0
     messages += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "x " * 3000}]
     assert compactor._ledger.count(messages) >= estimate_tokens(messages[-2:]) // 2
+
+
+@pytest.mark.parametrize(("share", "level"), [(0.06, logging.DEBUG), (0.4, logging.INFO)])
+def test_a_rejected_report_is_logged_at_info_only_when_it_is_a_real_outlier(
+    caplog: pytest.LogCaptureFixture, share: float, level: int
+) -> None:
+    ledger, api, messages = warmed_up(turns=30)
+    messages += turn(random.Random(6), 30)
+    real = api(messages)
+    with caplog.at_level(logging.DEBUG, logger="bareagent_compact"):
+        ledger.record(messages, real + round(share * real))
+    told = [r for r in caplog.records if "is far from the expected" in r.getMessage()]
+    assert [r.levelno for r in told] == [level]

@@ -326,7 +326,7 @@ def test_undo_also_restores_the_results_the_same_call_truncated(micro: str) -> N
 
 def test_a_rebuild_that_would_grow_the_history_is_refused() -> None:
     messages: list[dict[str, Any]] = [
-        {"role": "user", "content": "please fix the failing test in src/app/main.py now"}
+        {"role": "user", "content": "please fix the failing test in src/app/main.py now; " * 3}
     ]
     for step in range(6):
         messages += [
@@ -335,7 +335,7 @@ def test_a_rebuild_that_would_grow_the_history_is_refused() -> None:
         ]
     before = copy.deepcopy(messages)
     compactor = Compactor(
-        RecordingProvider("Goal: fix failing test in main.py"),
+        RecordingProvider("Goal: fix failing test in main.py. " * 4),
         threshold=2000,
         keep_tail_tokens=100_000,
         language="en",

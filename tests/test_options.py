@@ -273,3 +273,14 @@ def test_the_budget_is_checked_again_when_the_prompt_or_the_budget_changes() -> 
         compactor.summary_input_tokens = 256
     assert compactor.options is before
     compactor.summary_input_tokens = 286  # the least the English prompt allows
+
+
+def test_pin_facts_tokens_reads_back_the_budget_in_force_like_max_message_tokens() -> None:
+    compactor = Compactor(lambda prompt: "s", threshold=1000, pin_facts=True)
+    assert compactor.pin_facts_tokens == 100 == compactor.options.derived.pin_facts_tokens
+    assert compactor.max_message_tokens == compactor.options.derived.max_message_tokens
+    compactor.threshold = 50_000
+    assert compactor.pin_facts_tokens == 2000
+    compactor.pin_facts_tokens = 300
+    compactor.threshold = 100_000
+    assert compactor.pin_facts_tokens == 300 == compactor.options.pin_facts_tokens

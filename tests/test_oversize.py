@@ -638,3 +638,41 @@ def test_a_cut_with_a_handle_stays_within_the_limit(limit: int) -> None:
         assert found is not None and found.group(2) == "o-0123456789ab"
         assert cut_text(text, limit) == cut_text(text, limit, None)
         assert "recall" not in (cut_text(text, limit) or "recall")
+
+
+def _shapes() -> dict[str, str]:
+    """Texts over any limit below 25,000 tokens, each weighed differently along its length."""
+    return {
+        "code lines": "\n".join(f"{i:6d}\tvalue = compute(item_{i})" for i in range(40_000)),
+        "log": "\n".join(f"{i:7d} worker timeout after 0.1234s req=beef" for i in range(16_000)),
+        "CJK": "\n".join(f"这是第{i}行的日志内容，包含一些中文字符。" for i in range(20_000)),
+        "mixed": "\n".join(f"line {i}: {'数据' * (i % 7)}{{'k': [1]}}; ok" for i in range(30_000)),
+        "dense ends": "函数" * 20_000 + "abc def\n" * 40_000 + "函数" * 20_000,
+        "light ends": "abc def\n" * 40_000 + "函数" * 80_000 + "abc def\n" * 40_000,
+    }
+
+
+@pytest.mark.parametrize("limit", [4000, 25_000])
+@pytest.mark.parametrize("handle", [None, "o-0123456789ab"])
+def test_a_cut_lands_near_its_limit_whatever_the_texts_shape(
+    limit: int, handle: str | None
+) -> None:
+    for shape, text in _shapes().items():
+        cut = cut_text(text, limit, handle)
+        assert cut is not None
+        kept = quarters_to_tokens(text_quarters(cut))
+        assert 0.9 * limit <= kept <= limit, (shape, kept, limit)
+        assert cut.startswith(text[:100]) and cut.endswith(text[-100:])
+
+
+def test_random_cuts_never_exceed_their_limit() -> None:
+    rng = random.Random(7)
+    alphabet = ["a", "1", " ", "\n", "\t", "-", "{", "漢", "é", "🙂"]
+    for _ in range(60):
+        weights = [rng.random() for _ in alphabet]
+        runs = ["".join(rng.choices(alphabet, weights, k=rng.randint(1, 3000))) for _ in range(8)]
+        text = "".join(rng.choice(runs) for _ in range(rng.randint(5, 60)))
+        limit = rng.randint(LEAST, 5000)
+        cut = cut_text(text, limit, rng.choice([None, "o-0123456789ab"]))
+        if cut is not None:
+            assert quarters_to_tokens(text_quarters(cut)) <= limit

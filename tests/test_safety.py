@@ -333,10 +333,11 @@ def test_a_summary_longer_than_what_it_replaces_is_refused_unless_forced(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     pending = {"role": "user", "content": "x" * 4000}
-    messages = [{"role": "user", "content": "short task"}, {"role": "assistant", "content": "ok"}]
+    task = "fix the parser, then the tests of the parser, " * 4
+    messages = [{"role": "user", "content": task}, {"role": "assistant", "content": "ok"}]
     messages.append(pending)
     before = copy.deepcopy(messages)
-    provider = RecordingProvider("a summary longer than the history " * 5)
+    provider = RecordingProvider("a summary longer than the history " * 10)
     with caplog.at_level(logging.WARNING):
         result = Compactor(provider, threshold=100)(messages)
     assert result.action is Action.FAILED

@@ -414,3 +414,26 @@ def test_a_message_over_the_history_share_keeps_as_much_of_its_head_and_tail_as_
     assert "HEAD " in cut[0] and " TAIL" in cut[0]
     kept = cut[0].count("x")
     assert kept >= 4 * history_room(2_000) * 0.8  # most of the room, not a bare marker
+
+
+@pytest.mark.parametrize("rounds", [2, 60])
+def test_parts_are_logged_only_when_there_are_two_or_more(
+    caplog: pytest.LogCaptureFixture, rounds: int
+) -> None:
+    source = [
+        {"role": "user" if k % 2 == 0 else "assistant", "content": f"turn {k}: " + "word " * 40}
+        for k in range(rounds)
+    ]
+    with caplog.at_level(logging.INFO, logger="bareagent_compact"):
+        done, prompts = drive(
+            summarize_source(
+                source, None, system_prompt="Summarise.", base_prompt="Summarise.",
+                lead_in="", rolling=False, budget=1000, count=estimate_tokens,
+                read=lambda answer: (answer, None),
+            ),
+            lambda prompt: "S",
+        )
+    told = [r.getMessage() for r in caplog.records if "summarising part" in r.getMessage()]
+    assert done.parts == len(prompts) and (len(prompts) == 1) == (rounds == 2)
+    parts = [] if len(prompts) == 1 else range(1, len(prompts) + 1)
+    assert told == [f"summarising part {n}" for n in parts]

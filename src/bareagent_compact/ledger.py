@@ -410,6 +410,9 @@ estimate: the initial share, then six times the running relative error, between
 the two bounds."""
 _BAND_SLACK: Final = 64.0
 """Tokens of disagreement always accepted (small new content, rounding)."""
+_OUTLIER: Final = 0.25
+"""A report taken as a change of overhead is logged at ``INFO`` when it is this share
+of the expected size or more away from it (a real outlier), else at ``DEBUG``."""
 _REJECTS_TO_ACCEPT: Final = 3
 """After this many implausible reports in a row, the next is believed (the content changed)."""
 
@@ -551,11 +554,13 @@ class UsageLedger:
             scale = residual / predicted if predicted > 0 else 1.0
             self._charge(new, predictions, scale, residual if predicted <= 0 else None)
             return
-        logger.info(
+        expected = round(self._overhead + known + predicted)
+        logger.log(
+            logging.INFO if abs(input_tokens - expected) > _OUTLIER * expected else logging.DEBUG,
             "reported input size %d is far from the expected %d: taken as a change of "
             "overhead, not of the content's weight",
             input_tokens,
-            round(self._overhead + known + predicted),
+            expected,
         )
         self._overhead = max(0.0, self._overhead + residual - predicted)
         self._charge(new, predictions, 1.0)

@@ -83,6 +83,12 @@ text of at most ``limit * 4 / 6`` characters cannot be over ``limit`` tokens."""
 _SNAP: Final = 8
 """A cut moves to a line break within the last (or first) eighth of what is kept."""
 
+_TRIES: Final = 8
+"""At most this many cuts of one text are weighed to land near its limit."""
+
+_CLOSE: Final = 100
+"""A cut within ``1 / _CLOSE`` of the limit is near enough."""
+
 
 class _DefaultLimit(int):
     """The default ``max_message_tokens``: known not to be chosen, so it follows the
@@ -154,12 +160,38 @@ def _over(text: str, budget: int) -> int | None:
 
 
 def _cut(text: str, budget: int, quarters: int, handle: str | None) -> str:
-    """``text`` (``quarters`` heavy) cut to its head and tail within ``budget`` quarters."""
-    room = max(0, budget - text_quarters(cut_marker(len(text), handle)))
-    cut = _joined(text, len(text) * room // quarters, handle)
-    if text_quarters(cut) > budget:  # denser at its ends than on average
-        cut = _joined(text, room // _MOST_QUARTERS_PER_CHAR, handle)
-    return cut
+    """``text`` (``quarters`` heavy) cut to its head and tail within ``budget`` quarters,
+    as close under it as :data:`_TRIES` measured cuts get.
+
+    The first guess keeps the share of the characters that the room (less half of
+    what is near enough) is of the weight. Each cut is weighed; the next guess
+    scales the characters kept by how far the kept text's own weight is from
+    that (a text denser or lighter at its ends than on average), within the
+    bracket of the largest cut known to fit and the smallest known not to. Each
+    try costs a pass over what it keeps; the worst case (every character 1.5
+    tokens) always fits and is the fallback.
+    """
+    marker = text_quarters(cut_marker(len(text), handle))
+    room = max(0, budget - marker)
+    aim = room - room // (2 * _CLOSE)  # the middle of what is near enough
+    fits, over = room // _MOST_QUARTERS_PER_CHAR, len(text)
+    best: str | None = None
+    guess = len(text) * aim // quarters
+    for _ in range(_TRIES):
+        if not fits < guess < over:
+            guess = (fits + over) // 2
+        cut = _joined(text, guess, handle)
+        weight = text_quarters(cut)
+        if weight <= budget:
+            fits, best = guess, cut
+            if weight * _CLOSE >= budget * (_CLOSE - 1):
+                break
+        else:
+            over = guess
+        if over - fits <= 1:
+            break
+        guess = guess * aim // max(1, weight - marker)
+    return best if best is not None else _joined(text, fits, handle)
 
 
 def cut_text(text: str, limit: int, handle: str | None = None) -> str | None:

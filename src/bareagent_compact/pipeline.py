@@ -292,7 +292,7 @@ class CompactorBase(Generic[ProviderT]):
     instructions = _Option[str | None, str | None]()
     rolling_summaries = _Option[bool, bool]()
     pin_facts = _Option[bool, bool]()
-    pin_facts_tokens = _Option[int, int]()
+    pin_facts_tokens = _Option[int, int](derived=True)
     keep_tail_tokens = _Option[int, int]()
     before_compact = _Option[BeforeCompactHook | None, BeforeCompactHook | None]()
     after_compact = _Option[AfterCompactHook | None, AfterCompactHook | None]()
@@ -693,9 +693,30 @@ class CompactorBase(Generic[ProviderT]):
             logger.warning("compaction skipped: history cannot be encoded", exc_info=True)
             return self._failure(attempt, Reason.NOT_ENCODABLE)
         system_prompt = options.derived.system_prompt
-        return Plan(
+        plan = Plan(
             snapshot, head_end, start, systems, source, source_tokens, system_prompt, prompt, fixed
         )
+        return self._worth_a_call(plan, attempt)
+
+    def _worth_a_call(self, plan: Plan, attempt: _Attempt) -> Plan | CompactionResult:
+        """``plan``, unless (not forced) its source weighs less than the summary prefix
+        and the acknowledgement together: a summary could save at most that little,
+        never worth a provider call (told once, then at ``DEBUG``)."""
+        if attempt.force:
+            return plan
+        fixed = summary_block("", (), self._options.derived.acknowledgement)
+        floor = self._count(fixed)
+        if plan.source_tokens >= floor:
+            return plan
+        self._trigger.tell(
+            logging.INFO,
+            "history is over the threshold but what can be summarised (%d tokens) is "
+            "smaller than the summary prefix and acknowledgement (%d tokens); nothing "
+            "summarised",
+            plan.source_tokens,
+            floor,
+        )
+        return attempt.quiet(Reason.NOTHING_TO_SUMMARISE)
 
     def _consult(
         self, plan: Plan, attempt: _Attempt, instructions: str | None
@@ -823,9 +844,11 @@ class CompactorBase(Generic[ProviderT]):
         hand and the history rebuilt."""
         self._anchor.forget()
         after = self._count_history(messages)
-        self._trigger.succeeded(after > self._options.threshold)
+        threshold = self._options.threshold
+        self._trigger.succeeded(after > threshold)
         try:
-            warn_about(messages, plan, attempt.tokens, after, self._options.threshold)
+            arrived = self._arrived(messages, rebuilt, after > threshold)
+            warn_about(messages, plan, attempt.tokens, after, threshold, arrived=arrived)
         except Exception:  # a malformed block must not turn success into an exception
             logger.warning("could not check the rebuilt history", exc_info=True)
         return CompactionResult(
@@ -840,6 +863,14 @@ class CompactorBase(Generic[ProviderT]):
             replaced=tuple(plan.snapshot),
             rebuilt=tuple(rebuilt),
         )
+
+    def _arrived(
+        self, messages: MutableSequence[Any], rebuilt: list[Message], over: bool
+    ) -> tuple[int, int] | None:
+        """When the rebuilt history is ``over`` the threshold and messages were
+        appended while the summary was made: how many, and the count without them."""
+        arrived = len(messages) - len(rebuilt)
+        return (arrived, self._count_list(rebuilt)) if over and arrived else None
 
     def _after(
         self, result: CompactionResult, summary: str | None

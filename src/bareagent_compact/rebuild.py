@@ -224,9 +224,17 @@ def _dropped_calls(plan: Plan) -> int:
 
 
 def warn_about(
-    messages: MutableSequence[Any], plan: Plan, before: int, after: int, threshold: int
+    messages: MutableSequence[Any],
+    plan: Plan,
+    before: int,
+    after: int,
+    threshold: int,
+    *,
+    arrived: tuple[int, int] | None = None,
 ) -> None:
-    """Log what a caller must know about a rebuilt history."""
+    """Log what a caller must know about a rebuilt history; ``arrived`` is, when
+    messages were appended while the summary was made, how many, and the count of
+    the rebuilt part without them."""
     dropped_calls = _dropped_calls(plan)
     if after >= before:
         logger.warning(
@@ -243,9 +251,26 @@ def warn_about(
             unpaired,
         )
     if after > threshold:
+        _still_over(after, threshold, arrived)
+
+
+def _still_over(after: int, threshold: int, arrived: tuple[int, int] | None) -> None:
+    """Say why a rebuilt history is still over the threshold: what it keeps, or the
+    messages appended while the summary was made (``arrived``: how many, and the
+    count of the rebuilt part without them, within the threshold)."""
+    if arrived is None or arrived[1] > threshold:
         logger.warning(
             "history is still over the threshold after compaction (%d > %d estimated "
             "tokens): the kept messages alone are that large",
             after,
             threshold,
         )
+        return
+    logger.warning(
+        "history is still over the threshold after compaction (%d > %d estimated "
+        "tokens) because of the %d message(s) appended while the summary was made; "
+        "the rebuilt part is %d tokens, and the next call can summarise them",
+        after,
+        threshold,
+        *arrived,
+    )

@@ -381,6 +381,13 @@ def _overflowed(answer: Any) -> bool:
     return error is not None and is_context_overflow(error)
 
 
+def _tell_part(number: int, more: bool) -> None:
+    """Log the part about to be summarised, when there are two or more (``more``:
+    some of the source is left after it)."""
+    if number > 1 or more:
+        logger.info("summarising part %d", number)
+
+
 def _in_parts(
     source: Sequence[Message], prompts: _Budgeted, lead_in: str, rolling: bool, read: Reader
 ) -> Generator[SummaryRequest, Any, Summarized]:
@@ -398,7 +405,7 @@ def _in_parts(
         if frame is None or body is None:
             return Summarized(None, Reason.SUMMARY_BUDGET_TOO_SMALL, calls, calls)
         calls += 1
-        logger.info("summarising part %d", calls)
+        _tell_part(calls, units.peek() is not None)
         answer = yield SummaryRequest(prompts.prompt_of(frame.system, body))
         del body
         if _overflowed(answer):

@@ -141,13 +141,14 @@ class _Loop:
         self.working: list[Message] = []
         self.turns: list[TurnRecord] = []
         self.fed = 0
-        self.tokens = 0
 
     def turn(self, number: int, start: int) -> None:
         """Append the input up to ``start``, compact, send, and append the recorded output."""
         new = _copies(self.recorded[self.fed : start])
         self.working.extend(new)
-        tokens_in = self.tokens + estimate_tokens(new)  # the previous turn's estimate plus the new
+        # The estimate of the list as the turn starts (one pass over it, as the
+        # compactor's own count makes anyway).
+        tokens_in = estimate_tokens(self.working)
         counting = self.counting
         calls, sent, got = counting.calls, counting.input_tokens, counting.output_tokens
         result = self.compactor(self.working)
@@ -171,4 +172,3 @@ class _Loop:
         self.fed = _output_end(self.recorded, start)
         output = _copies(self.recorded[start : self.fed])
         self.working.extend(output)
-        self.tokens = result.tokens_after + estimate_tokens(output)

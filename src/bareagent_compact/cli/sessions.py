@@ -163,14 +163,15 @@ def _turn_json(t: TurnRecord) -> dict[str, Any]:
 
 
 def _replay_summary(done: ReplayResult) -> dict[str, Any]:
-    peak = max(done.turns, key=lambda t: t.tokens_in, default=None)
+    # The most sent to the model in one turn, as the --compare table's "peak".
+    peak = max(done.turns, key=lambda t: t.tokens_after, default=None)
     return {
         "turns": len(done.turns),
         "full": done.count(Action.FULL),
         "micro": done.count(Action.MICRO),
         "failed": done.count(Action.FAILED),
         "summary_calls": done.summary_calls,
-        "peak_tokens": peak.tokens_in if peak else 0,
+        "peak_tokens": peak.tokens_after if peak else 0,
         "peak_turn": peak.turn if peak else None,
         "final_tokens": done.turns[-1].tokens_after if done.turns else 0,
         "final_messages": len(done.messages),
@@ -202,7 +203,7 @@ def _write_totals(out: TextIO, summary: dict[str, Any], elapsed: float) -> None:
     out.write(
         f"\nfull compactions {summary['full']}, micro {summary['micro']}, failed "
         f"{summary['failed']}, summary calls {summary['summary_calls']}\n"
-        f"peak {summary['peak_tokens']:,} estimated tokens at turn {summary['peak_turn']}; "
+        f"peak {summary['peak_tokens']:,} estimated tokens sent at turn {summary['peak_turn']}; "
         f"final {summary['final_tokens']:,} tokens, {summary['final_messages']:,} messages; "
         f"{elapsed:.2f}s\n"
     )
