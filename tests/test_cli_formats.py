@@ -162,6 +162,26 @@ def test_replay_runs_each_log_format_turn_by_turn(
     assert summary["peak_tokens"] > 0
 
 
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_compare_replays_each_log_format_under_every_setting(
+    capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    settings = "default,cache-friendly,threshold=4000"
+    code, out, err = run(
+        capsys, "replay", str(LOGS / name), "--threshold", "1500", "--compare", settings, "--json"
+    )
+    assert code == 0, err
+    rows = json.loads(out)["settings"]
+    assert [row["label"] for row in rows] == settings.split(",")
+    for row in rows:
+        summary = row["summary"]
+        assert summary["turns"] == FIXTURES[name][3] == len(row["turns"])
+        assert summary["full"] <= summary["summary_calls"]
+        assert summary["cost"] == pytest.approx(summary["request_cost"] + summary["summary_cost"])
+    # A higher threshold never compacts more often than the lower one.
+    assert rows[2]["summary"]["full"] <= rows[0]["summary"]["full"]
+
+
 def test_replay_compacts_a_claude_code_session_past_the_threshold(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
