@@ -4,10 +4,18 @@ history builders every test file uses."""
 from __future__ import annotations
 
 import copy
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
 import pytest
+
+import bareagent_compact
+from bareagent_compact import JsonlTranscriptManager, SqlTranscriptManager
 
 
 class RecordingProvider:
@@ -122,3 +130,39 @@ def make_history() -> Callable[..., list[dict[str, Any]]]:
         return messages
 
     return build
+
+
+READABLE_STORES: dict[str, Callable[[Path], Any]] = {
+    "jsonl": lambda tmp: JsonlTranscriptManager(tmp / "transcripts"),
+    "sqlite": lambda tmp: SqlTranscriptManager(tmp / "transcripts.db"),
+}
+"""The stores whose archive can be read back, each opened under a directory."""
+
+_REOPEN: Final = {
+    "jsonl": "JsonlTranscriptManager(sys.argv[1] + '/transcripts')",
+    "sqlite": "SqlTranscriptManager(sys.argv[1] + '/transcripts.db')",
+}
+
+
+def recalled_in_new_process(kind: str, directory: Path, handles: list[str]) -> dict[str, str]:
+    """What a compactor of session ``alpha`` in a new Python process recalls for each
+    handle, from the ``kind`` store reopened under ``directory``."""
+    script = (
+        "import json, sys\n"
+        "from bareagent_compact import Compactor, JsonlTranscriptManager, SqlTranscriptManager\n"
+        f"mgr = {_REOPEN[kind]}\n"
+        "compactor = Compactor(lambda p: 'S', None, session_id='alpha', archive=mgr.archive)\n"
+        "handles = json.loads(sys.stdin.read())\n"
+        "sys.stdout.write(json.dumps({h: compactor.recall(h) for h in handles}))\n"
+    )
+    source = Path(bareagent_compact.__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(directory)],
+        input=json.dumps(sorted(handles)),
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(source)},
+    )
+    result: dict[str, str] = json.loads(done.stdout)
+    return result

@@ -4,27 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
-import os
 import random
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import MemoryTranscripts, RecordingProvider, tool_round
-from tests.test_properties import CASES, Case
 
-import bareagent_compact
 from bareagent_compact import (
     RECALL_TOOL_NAME,
     AsyncCompactor,
     Compactor,
-    JsonlTranscriptManager,
-    SqlTranscriptManager,
     estimate_tokens,
 )
 from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS as DEFAULT
@@ -33,6 +24,14 @@ from bareagent_compact.oversize import cut_marker, cut_text, text_slots
 from bareagent_compact.recall import make_handle
 from bareagent_compact.result import Action
 from bareagent_compact.tokens import quarters_to_tokens, text_quarters
+from conftest import (
+    READABLE_STORES,
+    MemoryTranscripts,
+    RecordingProvider,
+    recalled_in_new_process,
+    tool_round,
+)
+from test_properties import CASES, Case
 
 MARKER = re.compile(r"\[\.\.\. ([\d,]+) chars cut \.\.\.\]")
 
@@ -443,20 +442,11 @@ def test_random_histories_keep_no_text_over_the_limit_and_lose_nothing() -> None
 
 HANDLED = re.compile(r"\[\.\.\. ([\d,]+) chars cut; recall (o-[0-9a-f]{12}) \.\.\.\]")
 
-STORES: dict[str, Any] = {
-    "jsonl": lambda tmp: JsonlTranscriptManager(tmp / "transcripts"),
-    "sqlite": lambda tmp: SqlTranscriptManager(tmp / "transcripts.db"),
-}
-REOPEN: dict[str, str] = {
-    "jsonl": "JsonlTranscriptManager(sys.argv[1] + '/transcripts')",
-    "sqlite": "SqlTranscriptManager(sys.argv[1] + '/transcripts.db')",
-}
-SRC = Path(bareagent_compact.__file__).resolve().parent.parent
 
 
-@pytest.fixture(params=sorted(STORES))
+@pytest.fixture(params=sorted(READABLE_STORES))
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Any]]:
-    mgr = STORES[request.param](tmp_path)
+    mgr = READABLE_STORES[request.param](tmp_path)
     yield request.param, mgr
     mgr.close()
 
@@ -539,23 +529,7 @@ def test_a_cut_text_carries_a_handle_and_is_recalled_byte_exact(
     records = [r for r in mgr.load_archive("alpha") if r.get("kind") == "oversize"]
     assert {r["handle"]: r["content"] for r in records} == expected
     mgr.close()
-    script = (
-        "import json, sys\n"
-        "from bareagent_compact import Compactor, JsonlTranscriptManager, SqlTranscriptManager\n"
-        f"mgr = {REOPEN[kind]}\n"
-        "compactor = Compactor(lambda p: 'S', None, session_id='alpha', archive=mgr.archive)\n"
-        "handles = json.loads(sys.stdin.read())\n"
-        "sys.stdout.write(json.dumps({h: compactor.recall(h) for h in handles}))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path)],
-        input=json.dumps(sorted(expected)),
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(SRC)},
-    )
-    assert json.loads(done.stdout) == expected
+    assert recalled_in_new_process(kind, tmp_path, list(expected)) == expected
 
 
 def test_a_cut_texts_handle_is_refused_in_another_session(store: tuple[str, Any]) -> None:

@@ -5,17 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import bareagent_compact
 from bareagent_compact import (
     DEFAULT_RECALL_LIMIT,
     RECALL_TOOL_NAME,
@@ -29,9 +25,8 @@ from bareagent_compact import (
 from bareagent_compact.micro import TRUNCATED_PREFIX, is_truncated
 from bareagent_compact.oversize import cut_marker
 from bareagent_compact.recall import make_handle
-from conftest import tool_history
+from conftest import READABLE_STORES, recalled_in_new_process, tool_history
 
-SRC = Path(bareagent_compact.__file__).resolve().parent.parent
 SPEC_MARKER = re.compile(r"\[truncated: [\w?]+ result, \d+ chars\]")
 HANDLED_MARKER = re.compile(r"\[truncated: [\w?]+ result, \d+ chars; recall (r-[0-9a-f]{12})\]")
 
@@ -53,19 +48,11 @@ def original_text(content: Any) -> str:
 
 
 Store = Callable[[Path], Any]
-STORES: dict[str, Store] = {
-    "jsonl": lambda tmp: JsonlTranscriptManager(tmp / "transcripts"),
-    "sqlite": lambda tmp: SqlTranscriptManager(tmp / "transcripts.db"),
-}
-REOPEN = {
-    "jsonl": "JsonlTranscriptManager(sys.argv[1] + '/transcripts')",
-    "sqlite": "SqlTranscriptManager(sys.argv[1] + '/transcripts.db')",
-}
 
 
-@pytest.fixture(params=sorted(STORES))
+@pytest.fixture(params=sorted(READABLE_STORES))
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Any]]:
-    mgr = STORES[request.param](tmp_path)
+    mgr = READABLE_STORES[request.param](tmp_path)
     yield request.param, mgr
     mgr.close()
 
@@ -108,23 +95,7 @@ def test_every_truncated_result_of_a_200_turn_session_is_recalled_byte_exact(
             assert compactor.recall(handle) == expected[handle]
     assert len(expected) == 197  # every handle is distinct
     mgr.close()
-    script = (
-        "import json, sys\n"
-        "from bareagent_compact import Compactor, JsonlTranscriptManager, SqlTranscriptManager\n"
-        f"mgr = {REOPEN[kind]}\n"
-        "compactor = Compactor(lambda p: 'S', None, session_id='alpha', archive=mgr.archive)\n"
-        "handles = json.loads(sys.stdin.read())\n"
-        "sys.stdout.write(json.dumps({h: compactor.recall(h) for h in handles}))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path)],
-        input=json.dumps(sorted(expected)),
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(SRC)},
-    )
-    assert json.loads(done.stdout) == expected
+    assert recalled_in_new_process(kind, tmp_path, list(expected)) == expected
 
 
 def test_handles_of_one_session_are_refused_in_another(store: tuple[str, Any]) -> None:
