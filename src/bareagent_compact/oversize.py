@@ -76,6 +76,9 @@ the agent added to them in place."""
 _TEXT_BLOCKS: Final = frozenset({"text", "input_text", "output_text"})
 """Block and part types whose ``text`` may be cut."""
 
+_NO_TEXT_TO_CUT: Final = frozenset({"assistant", *dialects.SYSTEM_ROLES})
+"""Roles whose messages hold no text this cut applies to (read past unopened)."""
+
 _MOST_QUARTERS_PER_CHAR: Final = 6
 """The heaviest character of the built-in estimate (CJK, 1.5 tokens) in quarters: a
 text of at most ``limit * 4 / 6`` characters cannot be over ``limit`` tokens."""
@@ -314,7 +317,11 @@ class OversizeScan:
         floor = limit * 4 // _MOST_QUARTERS_PER_CHAR
         for index in range(self._start(messages, limit), len(messages)):
             message = messages[index]
-            if not isinstance(message, dict) or not _may_hold_long(message, floor):
+            if (
+                type(message) is not dict
+                or message.get("role") in _NO_TEXT_TO_CUT
+                or not _may_hold_long(message, floor)
+            ):
                 continue
             for slot, is_result in text_slots(message):
                 due = None if id(slot.holder) in seen else _due(slot, is_result, limit, handles)
