@@ -355,7 +355,17 @@ class _Parts:
                 get = value.get
                 block_type = get("type")
                 if block_type == TOOL_USE:
-                    self._add_tool_use(value, depth)
+                    # Inline as well: every tool call of the history passes here.
+                    name = get("name")
+                    if isinstance(name, str):
+                        add_string(name)
+                    elif name is not None:
+                        self.add((name,), depth + 1)
+                    tool_input = get("input")
+                    if isinstance(tool_input, str):
+                        add_string(tool_input)
+                    elif "input" in value:
+                        self.json_values.append(tool_input)
                     continue
                 text = get("text")
                 if isinstance(text, str):
@@ -377,18 +387,6 @@ class _Parts:
         says (an image, a file, thinking), else nothing."""
         if type(block_type) is str and block_type in _BLOCK_PARTS:
             _BLOCK_PARTS[block_type](self, block, depth)
-
-    def _add_tool_use(self, block: dict[str, Any], depth: int) -> None:
-        name = block.get("name")
-        if isinstance(name, str):
-            self.strings.append(name)
-        elif name is not None:
-            self.add((name,), depth + 1)
-        tool_input = block.get("input")
-        if isinstance(tool_input, str):
-            self.strings.append(tool_input)
-        elif "input" in block:
-            self.json_values.append(tool_input)
 
     def _add_value(self, value: Any, depth: int) -> None:
         """Anything but a block: a string as it is, a list's items, an SDK
