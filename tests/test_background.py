@@ -18,6 +18,7 @@ from bareagent_compact import (
     SUMMARY_PREFIX,
     Action,
     AsyncCompactor,
+    CompactionResult,
     Compactor,
     Reason,
     dialects,
@@ -525,3 +526,38 @@ def test_over_the_threshold_after_a_swap_because_of_messages_appended_meanwhile_
     assert len(told) == 1
     assert "appended while the summary was made" in told[0]
     assert "kept messages alone" not in told[0]
+
+
+def test_clearing_old_reasoning_waits_for_a_pending_background_summary() -> None:
+    async def provider(prompt: Any) -> str:
+        await asyncio.sleep(0)
+        return "summary of the work"
+
+    def turn(messages: list[dict[str, Any]], index: int) -> None:
+        messages.append({"role": "user", "content": f"task {index} " + "word " * 60})
+        messages.append(
+            {"type": "reasoning", "id": f"rs_{index}",
+             "summary": [{"type": "summary_text", "text": "thinking " * 20}]}
+        )  # fmt: skip
+        messages.append(
+            {"type": "message", "role": "assistant",
+             "content": [{"type": "output_text", "text": f"answer {index} " + "word " * 60}]}
+        )  # fmt: skip
+
+    async def run() -> list[CompactionResult]:
+        compactor = AsyncCompactor(
+            provider, threshold=1000, background_at=0.5, clear_thinking_after_turns=2
+        )
+        messages: list[dict[str, Any]] = []
+        results = []
+        for index in range(14):
+            turn(messages, index)
+            results.append(await compactor(messages))
+            for _ in range(5):
+                await asyncio.sleep(0)
+        return results
+
+    results = asyncio.run(run())
+    assert any(r.action is Action.FULL for r in results)
+    assert not [r for r in results if r.reason is Reason.HISTORY_CHANGED]
+    assert any(r.thinking_cleared for r in results)

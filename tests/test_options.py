@@ -284,3 +284,18 @@ def test_pin_facts_tokens_reads_back_the_budget_in_force_like_max_message_tokens
     compactor.pin_facts_tokens = 300
     compactor.threshold = 100_000
     assert compactor.pin_facts_tokens == 300 == compactor.options.pin_facts_tokens
+
+
+@pytest.mark.parametrize(
+    "flag", ["keep_tool_pairs", "require_snapshot", "rolling_summaries", "pin_facts",
+             "prune_before_server_compaction"]
+)  # fmt: skip
+@pytest.mark.parametrize("value", ["no", "false", None, 1.0])
+def test_on_off_options_refuse_what_is_not_a_bool(flag: str, value: object) -> None:
+    with pytest.raises(TypeError, match=f"{flag} must be a bool"):
+        Compactor(RecordingProvider(), **{flag: value})
+    compactor = Compactor(RecordingProvider())
+    before = getattr(compactor, flag)
+    with pytest.raises(TypeError, match=f"{flag} must be a bool"):
+        setattr(compactor, flag, value)
+    assert getattr(compactor, flag) is before

@@ -443,7 +443,6 @@ def test_random_histories_keep_no_text_over_the_limit_and_lose_nothing() -> None
 HANDLED = re.compile(r"\[\.\.\. ([\d,]+) chars cut; recall (o-[0-9a-f]{12}) \.\.\.\]")
 
 
-
 @pytest.fixture(params=sorted(READABLE_STORES))
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Any]]:
     mgr = READABLE_STORES[request.param](tmp_path)
@@ -650,3 +649,68 @@ def test_random_cuts_never_exceed_their_limit() -> None:
         cut = cut_text(text, limit, rng.choice([None, "o-0123456789ab"]))
         if cut is not None:
             assert quarters_to_tokens(text_quarters(cut)) <= limit
+
+
+def _long_history(big: str) -> list[dict[str, Any]]:
+    """A history whose third message is ``big``, followed by six short rounds."""
+    messages = [
+        {"role": "user", "content": "start"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": big},
+    ]
+    for turn in range(6):
+        messages += [
+            {"role": "assistant", "content": f"a{turn}"},
+            {"role": "user", "content": f"u{turn}"},
+        ]
+    return messages
+
+
+def _next_turn(messages: list[dict[str, Any]], turn: int) -> None:
+    messages += [
+        {"role": "assistant", "content": f"b{turn}"},
+        {"role": "user", "content": f"v{turn}"},
+    ]
+
+
+def test_a_text_put_back_by_an_interrupted_call_is_cut_on_the_next() -> None:
+    big = "line of output\n" * 3000
+    answers: list[Any] = [KeyboardInterrupt(), "summary"]
+
+    def provider(prompt: Any) -> str:
+        answer = answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return str(answer)
+
+    compactor = Compactor(provider, threshold=100_000, max_message_tokens=1000)
+    messages = _long_history(big)
+    with pytest.raises(KeyboardInterrupt):
+        compactor(messages, force=True)
+    assert messages[2]["content"] == big  # put back whole
+    _next_turn(messages, 0)
+    compactor(messages)
+    assert MARKER.search(messages[2]["content"])
+
+
+def test_a_text_put_back_by_undo_is_cut_on_the_next_call() -> None:
+    big = "line of output\n" * 3000
+    compactor = Compactor(RecordingProvider("summary"), threshold=100_000, max_message_tokens=1000)
+    messages = _long_history(big)
+    result = compactor(messages, force=True)
+    assert compactor.undo(messages, result) and messages[2]["content"] == big
+    _next_turn(messages, 0)
+    compactor(messages)
+    assert MARKER.search(messages[2]["content"])
+
+
+def test_an_option_change_reads_every_message_again() -> None:
+    compactor = Compactor(RecordingProvider(), threshold=100_000, max_message_tokens=1000)
+    messages = _long_history("short")
+    compactor(messages)
+    messages[2]["content"] = "line of output\n" * 3000  # grown in place, behind the newest few
+    compactor(messages)
+    assert not MARKER.search(messages[2]["content"])  # not read again: documented
+    compactor.pin_facts = True
+    compactor(messages)
+    assert MARKER.search(messages[2]["content"])

@@ -227,7 +227,10 @@ class Options:
             "pin_facts",
             "prune_before_server_compaction",
         ):
-            setattr_(self, flag, bool(getattr(self, flag)))
+            value = getattr(self, flag)
+            if not isinstance(value, int):  # bool, or 0 and 1 as before; never "no" or None
+                raise TypeError(f"{flag} must be a bool, got {type(value).__name__}")
+            setattr_(self, flag, bool(value))
         if self.background_at is not None:
             setattr_(self, "background_at", float(self.background_at))
         if self.exclude_tools is not None:  # an iterator is read once, here

@@ -378,6 +378,7 @@ class CompactorBase(Generic[ProviderT]):
         self._check_plugins(options)
         custom = self._options.derived.custom_counter
         self._options = options
+        self._oversize = OversizeScan()  # read every message again under the new options
         if options.derived.custom_counter != custom:
             self._reset_counting()
 
@@ -488,8 +489,12 @@ class CompactorBase(Generic[ProviderT]):
     ) -> Steps:
         """One compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
         validate_messages(messages, objects=True)
-        pruned = yield from self._prune(messages)
-        cleared = self._clear_thinking(messages)
+        pruned = cleared = 0
+        if self._pending is None:
+            # Not while a background summary is pending: its swap needs the history
+            # as it was, only appended to.
+            pruned = yield from self._prune(messages)
+            cleared = self._clear_thinking(messages)
         undo = yield from self._micro(messages, force)
         try:
             yield from self._cut(messages, undo)
@@ -497,8 +502,9 @@ class CompactorBase(Generic[ProviderT]):
             result = yield from self._full(messages, force, len(undo), instructions)
         except GeneratorExit:
             # The driver gave up (cancelled or interrupted) during a request: the
-            # history goes back exactly as it was.
+            # history goes back exactly as it was, and what was cut is looked at again.
             undo_micro(undo)
+            self._oversize = OversizeScan()
             raise
         if undo:
             # The size before step 1: the count after it, plus what it removed.
@@ -1121,6 +1127,7 @@ class CompactorBase(Generic[ProviderT]):
             return False
         undo_micro(list(result.truncations))  # the results truncated in that same call
         replace_all(messages, [*result.replaced, *current[len(result.rebuilt) :]])
+        self._oversize = OversizeScan()  # texts put back whole are cut again next time
         return True
 
     # ------------------------------------------------------------------- recall
