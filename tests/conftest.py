@@ -166,3 +166,13 @@ def recalled_in_new_process(kind: str, directory: Path, handles: list[str]) -> d
     )
     result: dict[str, str] = json.loads(done.stdout)
     return result
+
+
+class WriteOnlyArchive:
+    """An archive object that keeps records but cannot read them back (no recall)."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def archive(self, record: dict[str, Any]) -> None:
+        self.records.append(record)

@@ -28,6 +28,7 @@ from conftest import (
     READABLE_STORES,
     MemoryTranscripts,
     RecordingProvider,
+    WriteOnlyArchive,
     recalled_in_new_process,
     tool_round,
 )
@@ -563,20 +564,11 @@ def test_the_async_compactor_cuts_with_a_handle_too(store: tuple[str, Any]) -> N
     assert compactor.recall(found.group(2)) == huge
 
 
-class _WriteOnly:
-    """An archive object that cannot read records back."""
-
-    def __init__(self) -> None:
-        self.records: list[dict[str, Any]] = []
-
-    def archive(self, record: dict[str, Any]) -> None:
-        self.records.append(record)
-
 
 @pytest.mark.parametrize("kind", ["none", "list.append", "function", "bound method"])
 def test_without_a_readable_archive_the_cut_marker_has_no_handle(kind: str) -> None:
     kept: list[dict[str, Any]] = []
-    write_only = _WriteOnly()
+    write_only = WriteOnlyArchive()
 
     def function(record: dict[str, Any]) -> None:
         kept.append(record)

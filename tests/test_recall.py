@@ -25,7 +25,7 @@ from bareagent_compact import (
 from bareagent_compact.micro import TRUNCATED_PREFIX, is_truncated
 from bareagent_compact.oversize import cut_marker
 from bareagent_compact.recall import make_handle
-from conftest import READABLE_STORES, recalled_in_new_process, tool_history
+from conftest import READABLE_STORES, WriteOnlyArchive, recalled_in_new_process, tool_history
 
 SPEC_MARKER = re.compile(r"\[truncated: [\w?]+ result, \d+ chars\]")
 HANDLED_MARKER = re.compile(r"\[truncated: [\w?]+ result, \d+ chars; recall (r-[0-9a-f]{12})\]")
@@ -130,15 +130,6 @@ def test_a_session_handle_is_not_found_by_a_compactor_rebound_to_another_session
         compactor.recall(handle)
 
 
-class _Archive:
-    """An archive object that cannot read records back."""
-
-    def __init__(self) -> None:
-        self.records: list[dict[str, Any]] = []
-
-    def archive(self, record: dict[str, Any]) -> None:
-        self.records.append(record)
-
 
 @pytest.mark.parametrize("kind", ["none", "list.append", "function", "bound method"])
 def test_markers_without_a_readable_archive_are_exactly_the_specs(kind: str) -> None:
@@ -151,7 +142,7 @@ def test_markers_without_a_readable_archive_are_exactly_the_specs(kind: str) -> 
         "none": None,
         "list.append": kept.append,
         "function": function,
-        "bound method": _Archive().archive,
+        "bound method": WriteOnlyArchive().archive,
     }[kind]
     compactor = Compactor(lambda prompt: "S", None, 10**9, archive=archive)
     messages = tool_history(6, output=output)
