@@ -436,9 +436,13 @@ class CompactorBase(Generic[ProviderT]):
     # ----------------------------------------------------------------- counting
 
     def _count(self, messages: MutableSequence[Any]) -> int:
-        """The token count of ``messages``; a failing or malformed counter falls back
-        to the built-in estimate, with a warning."""
-        read = dialects.live_view(messages)  # only what the server reads past its own compaction
+        """The token count of what the server reads of ``messages`` (past its own
+        compaction, see :func:`~bareagent_compact.dialects.live_view`)."""
+        return self._count_read(dialects.live_view(messages))
+
+    def _count_read(self, read: Sequence[Any]) -> int:
+        """The token count of ``read`` as it is; a failing or malformed counter falls
+        back to the built-in estimate, with a warning."""
         try:
             tokens = self._options.derived.token_counter(read)  # type: ignore[arg-type]
         except Exception:
@@ -455,11 +459,15 @@ class CompactorBase(Generic[ProviderT]):
     def _count_list(self, messages: list[Message]) -> int:
         return self._count(messages)
 
+    def _live(self, messages: MutableSequence[Any]) -> Sequence[Any]:
+        """What the server reads of the history, found reading only appended messages."""
+        return dialects.live_view(messages, self._server_scan.index(messages))
+
     def _count_history(self, messages: MutableSequence[Any]) -> int:
         """The count of the whole history, the one the trigger compares."""
-        live = dialects.live_view(messages, self._server_scan.index(messages))
+        live = self._live(messages)
         if self._ledger is None:
-            return self._anchor.count(live, self._count_list)
+            return self._anchor.count(live, self._count_read)
         return self._ledger.count(list(live))
 
     def record_usage(self, messages: Sequence[Any], usage: object) -> None:
@@ -573,7 +581,9 @@ class CompactorBase(Generic[ProviderT]):
             # Over the threshold (or forced) everything eligible is cleared before
             # the full compaction is decided on.
             planned = select_micro(
-                planned, policy, lambda: force or self._count(messages) > self.threshold
+                planned,
+                policy,
+                lambda: force or self._count_read(self._live(messages)) > self.threshold,
             )
         if not planned:
             return []
