@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 import bareagent_compact
-from bareagent_compact import _stores, sqlstore, stores, transcripts
+from bareagent_compact import sqlstore, stores, transcripts
 from bareagent_compact.cli import main
 from bareagent_compact.stores import codec
+from bareagent_compact.stores import open as stores_open
 from bareagent_compact.stores.errors import CorruptTranscriptError, SnapshotNotFoundError
 from bareagent_compact.stores.jsonl import JsonlTranscriptManager
 from bareagent_compact.stores.sql import SqlTranscriptManager
@@ -277,20 +278,20 @@ def test_both_stores_read_through_one_interface(kind: Kind) -> None:
     kind.store.save(history(2), "s")
     kind.store.save(history(4), "s")
     kind.store.archive({"session_id": "s", "tool_use_id": "t", "tool_name": "x", "content": "c"})
-    store, opened_kind = _stores.open_store(str(kind.location))
+    store, opened_kind = stores_open.open_store(str(kind.location))
     try:
         assert opened_kind == kind.name
         assert store.list_sessions() == ["s"]
         assert store.check_session_id("s") == "s"
-        found = _stores.snapshots(store, "s")
-        assert [len(_stores.load(store, snap)) for snap in found] == [4, 2]
+        found = stores_open.snapshots(store, "s")
+        assert [len(stores_open.load(store, snap)) for snap in found] == [4, 2]
         assert found[0].record == store.snapshots("s")[0]
         assert found[0].size == len(
             b"".join(codec.encode_snapshot(history(4), "s"))
         )  # the same size in both stores: the JSONL text
         assert [r["content"] for r in store.load_archive("s")] == ["c"]
     finally:
-        _stores.close(store)
+        stores_open.close(store)
 
 
 def test_a_snapshot_removed_after_listing_is_left_out(tmp_path: Path) -> None:
@@ -300,7 +301,7 @@ def test_a_snapshot_removed_after_listing_is_left_out(tmp_path: Path) -> None:
     records = store.snapshots("s")
     records[1].path.unlink()
     assert store.snapshot_size(records[1]) is None
-    assert [s.record for s in _stores.snapshots(store, "s")] == records[:1]
+    assert [s.record for s in stores_open.snapshots(store, "s")] == records[:1]
 
 
 def test_a_record_of_one_store_does_not_load_from_the_other(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any, Final, TextIO
 
-from bareagent_compact import _stores
 from bareagent_compact.cli.common import (
     CliError,
     Progress,
@@ -24,6 +23,7 @@ from bareagent_compact.cli.inspection import Breakdown, breakdown
 from bareagent_compact.pairs import find_orphans
 from bareagent_compact.protocols import Message
 from bareagent_compact.serialize import _serialize
+from bareagent_compact.stores import open as stores_open
 
 STORE_ENV: Final = "BAREAGENT_COMPACT_STORE"
 """Default of ``show --store``."""
@@ -112,28 +112,28 @@ def _inspect_store(location: str, session: str | None) -> tuple[str, list[dict[s
     except _STORE_ERRORS as exc:
         raise CliError(f"{location}: {exc}") from None
     finally:
-        _stores.close(store)
+        stores_open.close(store)
     return kind, report
 
 
-def _session_ids(store: _stores.Store) -> list[str]:
+def _session_ids(store: stores_open.Store) -> list[str]:
     """Sessions with snapshots (newest first), then those with only an archive (sorted)."""
     with_snapshots = store.list_sessions()
     known = set(with_snapshots)
     return with_snapshots + [s for s in store.archived_sessions() if s not in known]
 
 
-def _session_report(store: _stores.Store, session_id: str) -> dict[str, Any]:
-    snaps = _stores.snapshots(store, session_id)
+def _session_report(store: stores_open.Store, session_id: str) -> dict[str, Any]:
+    snaps = stores_open.snapshots(store, session_id)
     archive = store.load_archive(session_id)
-    latest = _stores.load(store, snaps[0]) if snaps else []
+    latest = stores_open.load(store, snaps[0]) if snaps else []
     return {
         "session_id": session_id,
         "snapshots": [
             {"at": at, "saved": s.timestamp.isoformat(sep=" "), "size": s.size}
             for at, s in enumerate(snaps)
         ],
-        "archive": {"records": len(archive), "size": _stores.archive_size(archive)},
+        "archive": {"records": len(archive), "size": stores_open.archive_size(archive)},
         "latest": {
             "messages": len(latest),
             "tokens": tokens_or_none(latest),
@@ -173,10 +173,10 @@ def _describe_orphans(orphans: list[dict[str, Any]] | None) -> str:
     )
 
 
-def _open_store(location: str) -> tuple[_stores.Store, str]:
+def _open_store(location: str) -> tuple[stores_open.Store, str]:
     try:
-        return _stores.open_store(location)
-    except _stores.StoreError as exc:
+        return stores_open.open_store(location)
+    except stores_open.StoreError as exc:
         raise CliError(str(exc)) from None
 
 
@@ -190,16 +190,16 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     store, _ = _open_store(location)
     try:
         session_id = store.check_session_id(args.session)
-        snaps = _stores.snapshots(store, session_id)
+        snaps = stores_open.snapshots(store, session_id)
         if not snaps:
             raise CliError(f"{location}: no snapshot of session {session_id!r}")
         position = _pick(snaps, args.at)
         snap = snaps[position]
-        messages = _stores.load(store, snap)
+        messages = stores_open.load(store, snap)
     except _STORE_ERRORS as exc:
         raise CliError(f"{location}: {exc}") from None
     finally:
-        _stores.close(store)
+        stores_open.close(store)
     header = {
         "session_id": session_id,
         "at": position,
@@ -223,7 +223,7 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _pick(snaps: list[_stores.StoredSnapshot], at: str | None) -> int:
+def _pick(snaps: list[stores_open.StoredSnapshot], at: str | None) -> int:
     """The position in ``snaps`` (newest first) that ``--at`` names."""
     if at is None:
         return 0
@@ -236,7 +236,7 @@ def _pick(snaps: list[_stores.StoredSnapshot], at: str | None) -> int:
     return position
 
 
-def _pick_time(snaps: list[_stores.StoredSnapshot], at: str) -> int:
+def _pick_time(snaps: list[stores_open.StoredSnapshot], at: str) -> int:
     """The newest of ``snaps`` saved at or before the time ``at``."""
     try:
         moment = datetime.fromisoformat(at)
