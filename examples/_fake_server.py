@@ -27,7 +27,9 @@ The on-demand compactions answer too: an Anthropic request with the
 compaction item); both are registered, so later requests must send them back
 unchanged. With nothing to summarise they answer 400
 ``compaction_nothing_to_summarize``; with ``compaction_unavailable=True`` 529
-``compaction_unavailable``.
+``compaction_unavailable``. With a ``context_window``, a request longer than it
+(JSON characters / 4), an on-demand compaction too, gets the API's context
+overflow error.
 When an Anthropic request offers the ``recall_truncated`` tool and its messages
 show a truncation marker with a recall handle, the scripted model calls that
 tool once, with the first handle it sees.
@@ -564,12 +566,12 @@ class FakeServer:
             self.stats.rejected += 1
             self.stats.rejections.append(f"{path}: {errors[0]}")
             return self._error(http, path, "; ".join(errors[:3]))
-        if path == "/v1/responses/compact" or (path == "/v1/messages" and "compaction" in body):
-            return self._on_demand(http, path, body)
         tokens = len(request.content) // 4
         if self.context_window is not None and tokens > self.context_window:
             self.stats.overflows += 1
             return self._overflow(http, path, tokens, self.context_window)
+        if path == "/v1/responses/compact" or (path == "/v1/messages" and "compaction" in body):
+            return self._on_demand(http, path, body)
         summary = not body.get("tools")
         if summary:
             self.stats.summary_requests += 1

@@ -16,6 +16,8 @@ call made just before the request, anchored by ``record_usage``) must be within
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 from typing import Any
 
@@ -26,7 +28,7 @@ openai = pytest.importorskip("openai")
 
 from _fake_server import FakeServer, anthropic_client, openai_client
 
-from bareagent_compact import Action, Compactor, check_request
+from bareagent_compact import Action, AsyncCompactor, Compactor, check_request
 from bareagent_compact.providers import anthropic_server_compaction, openai_responses_compaction
 
 TURNS = 32
@@ -53,16 +55,28 @@ def responses_edits(trigger: int) -> dict[str, Any]:
     return {"context_management": [edit]} if trigger else {}
 
 
-def anthropic_turn(client: Any, messages: list[Any], trigger: int) -> tuple[Any, list[Any]]:
-    """One agent request; ``trigger``: the server compacts past it (0: never)."""
-    response = client.beta.messages.create(
-        model="fake-model",
-        max_tokens=256,
-        messages=messages,
-        tools=TOOLS_A,
-        betas=["compact-2026-01-12"],
+def anthropic_request(messages: list[Any], trigger: int) -> dict[str, Any]:
+    """One agent request's arguments; ``trigger``: the server compacts past it (0: never)."""
+    return {
+        "model": "fake-model",
+        "max_tokens": 256,
+        "messages": messages,
+        "tools": TOOLS_A,
+        "betas": ["compact-2026-01-12"],
         **anthropic_edits(trigger),
-    )
+    }
+
+
+def anthropic_turn(client: Any, messages: list[Any], trigger: int) -> tuple[Any, list[Any]]:
+    """One agent request and the reply to append."""
+    response = client.beta.messages.create(**anthropic_request(messages, trigger))
+    return response, [{"role": "assistant", "content": response.content}]
+
+
+async def anthropic_turn_async(
+    client: Any, messages: list[Any], trigger: int
+) -> tuple[Any, list[Any]]:
+    response = await client.beta.messages.create(**anthropic_request(messages, trigger))
     return response, [{"role": "assistant", "content": response.content}]
 
 
@@ -86,10 +100,19 @@ def anthropic_results(reply: list[Any], turn: int) -> list[Any]:
     ]
 
 
+def responses_request(items: list[Any], trigger: int) -> dict[str, Any]:
+    return {"model": "fake-model", "input": items, "tools": TOOLS_R, **responses_edits(trigger)}
+
+
 def responses_turn(client: Any, items: list[Any], trigger: int) -> tuple[Any, list[Any]]:
-    response = client.responses.create(
-        model="fake-model", input=items, tools=TOOLS_R, **responses_edits(trigger)
-    )
+    response = client.responses.create(**responses_request(items, trigger))
+    return response, list(response.output)
+
+
+async def responses_turn_async(
+    client: Any, items: list[Any], trigger: int
+) -> tuple[Any, list[Any]]:
+    response = await client.responses.create(**responses_request(items, trigger))
     return response, list(response.output)
 
 
@@ -107,6 +130,51 @@ def own_summary(prompt: Any) -> str:
     return "Summary: the user is debugging worker timeouts."
 
 
+def results_for(dialect: str, reply: list[Any], turn: int) -> list[Any]:
+    """The messages that answer ``reply``: tool results, or the next task."""
+    if dialect == "responses":
+        return responses_results(reply, turn)
+    return anthropic_results([{"content": reply[0]["content"]}], turn)
+
+
+class Tally:
+    """What a loop measures: the compactor's full compactions and its counting error."""
+
+    def __init__(self, server: FakeServer) -> None:
+        self.server = server
+        self.ours = 0
+        self.errors: list[float] = []
+        self.trace: list[tuple[int, str, int, int]] = []
+
+    def checked(self, messages: list[Any], result: Any, turn: int) -> None:
+        """After a compactor call: count it, and nothing the pre-send check sees."""
+        self.ours += result.action is Action.FULL
+        problems = check_request(messages, original=list(self.server.compactions.values()))
+        assert problems == [], (turn, problems)
+
+    def measured(self, result: Any, turn: int) -> None:
+        """After the request: the count the call reported against the server's."""
+        live = self.server.live_tokens[-1]
+        if turn > 1 and live < SMALL:
+            assert abs(result.tokens_after - live) <= SMALL_SLACK, (turn, result, live)
+        elif turn > 1:
+            self.errors.append(abs(result.tokens_after - live) / live)
+            self.trace.append((turn, result.action.value, result.tokens_after, live))
+
+    def figures(self) -> dict[str, Any]:
+        server = self.server
+        return {
+            "turns": TURNS,
+            "server": server.server_compactions - server.on_demand,
+            "library": self.ours,
+            "on_demand": server.on_demand,
+            "rejected": server.stats.rejected,
+            "error": max(self.errors),
+            "mean_error": sum(self.errors) / len(self.errors),
+            "trace": self.trace,
+        }
+
+
 def run(
     server: FakeServer,
     dialect: str,
@@ -120,45 +188,52 @@ def run(
     "b": the server only summarises for the compactor; "c": both. ``force_at``:
     the turns whose call is forced (a ``/compact``)."""
     if dialect == "anthropic":
-        client, turn_of, results_of = anthropic_client(server), anthropic_turn, anthropic_results
+        client, turn_of = anthropic_client(server), anthropic_turn
         summariser = anthropic_server_compaction(
             client, "fake-model", tools=TOOLS_A, betas=["compact-2026-01-12"]
         )
     else:
-        client, turn_of, results_of = openai_client(server), responses_turn, responses_results
+        client, turn_of = openai_client(server), responses_turn
         summariser = openai_responses_compaction(client, "fake-model")
     compactor = Compactor(own_summary if mode == "a" else summariser, threshold=threshold)
     messages: list[Any] = [{"role": "user", "content": "Why do the workers time out?"}]
-    errors: list[float] = []
-    trace: list[tuple[int, str, int, int]] = []
-    ours = 0
+    tally = Tally(server)
     for turn in range(1, TURNS + 1):
         result = compactor(messages, force=turn in force_at)
-        ours += result.action is Action.FULL
-        problems = check_request(messages, original=list(server.compactions.values()))
-        assert problems == [], (turn, problems)
+        tally.checked(messages, result, turn)
         response, reply = turn_of(client, messages, 0 if mode == "b" else trigger)
-        live = server.live_tokens[-1]
-        if turn > 1 and live < SMALL:
-            assert abs(result.tokens_after - live) <= SMALL_SLACK, (turn, result, live)
-        elif turn > 1:
-            errors.append(abs(result.tokens_after - live) / live)
-            trace.append((turn, result.action.value, result.tokens_after, live))
+        tally.measured(result, turn)
         compactor.record_usage(messages, response.usage)
         messages += reply
-        messages += results_of(
-            reply if dialect == "responses" else [{"content": reply[0]["content"]}], turn
+        messages += results_for(dialect, reply, turn)
+    return tally.figures()
+
+
+async def run_async(server: FakeServer, dialect: str, threshold: int) -> dict[str, Any]:
+    """Mode (b) with the asynchronous clients: the adapters give ``async def``
+    summarisers, which the :class:`AsyncCompactor` awaits."""
+    if dialect == "anthropic":
+        client, turn_of = anthropic_client(server, asynchronous=True), anthropic_turn_async
+        summariser = anthropic_server_compaction(
+            client, "fake-model", tools=TOOLS_A, betas=["compact-2026-01-12"]
         )
-    return {
-        "turns": TURNS,
-        "server": server.server_compactions - server.on_demand,
-        "library": ours,
-        "on_demand": server.on_demand,
-        "rejected": server.stats.rejected,
-        "error": max(errors),
-        "mean_error": sum(errors) / len(errors),
-        "trace": trace,
-    }
+    else:
+        client, turn_of = openai_client(server, asynchronous=True), responses_turn_async
+        summariser = openai_responses_compaction(client, "fake-model")
+    assert inspect.iscoroutinefunction(summariser)
+    compactor = AsyncCompactor(summariser, threshold=threshold)
+    messages: list[Any] = [{"role": "user", "content": "Why do the workers time out?"}]
+    tally = Tally(server)
+    async with client:
+        for turn in range(1, TURNS + 1):
+            result = await compactor(messages)
+            tally.checked(messages, result, turn)
+            response, reply = await turn_of(client, messages, 0)
+            tally.measured(result, turn)
+            compactor.record_usage(messages, response.usage)
+            messages += reply
+            messages += results_for(dialect, reply, turn)
+    return tally.figures()
 
 
 @pytest.mark.parametrize("threshold", [3000, 20000], ids=["below-trigger", "above-trigger"])
@@ -195,5 +270,18 @@ def test_the_server_summarises_for_the_library(
         assert figures["server"] == 0
     if force_at:
         assert figures["server"] >= 1
+    assert figures["mean_error"] <= 0.02
+    assert figures["error"] <= 0.07
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "responses"])
+def test_the_async_compactor_uses_the_async_clients_as_the_summariser(dialect: str) -> None:
+    server = FakeServer()
+    figures = asyncio.run(run_async(server, dialect, 3000))
+    figures.pop("trace")
+    print(f"mode b async {dialect} threshold=3000: {json.dumps(figures)}")
+    assert figures["rejected"] == 0, server.stats.rejections
+    assert figures["library"] >= 2 and figures["on_demand"] == figures["library"]
+    assert figures["server"] == 0
     assert figures["mean_error"] <= 0.02
     assert figures["error"] <= 0.07

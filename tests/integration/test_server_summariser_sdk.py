@@ -1,10 +1,14 @@
-"""Server compaction as the summariser, through the real SDK clients: the
-artefact is placed exactly as returned, focus instructions pass through, undo
-puts the history back, and an API error is a failed step with history intact."""
+"""Server compaction as the summariser, through the real SDK clients (sync and
+async): the artefact is placed exactly as returned, focus instructions pass
+through, undo puts the history back, an API error is a failed step with history
+intact, and a compaction request too long for the model is retried over the
+older half (or, when nothing fits, fails with history intact)."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import inspect
 import logging
 from types import SimpleNamespace as NS
 from typing import Any
@@ -18,6 +22,8 @@ from _fake_server import FakeServer, anthropic_client, openai_client
 
 from bareagent_compact import (
     Action,
+    AsyncCompactor,
+    CompactionResult,
     Compactor,
     Reason,
     ServerCompactionRequest,
@@ -27,6 +33,7 @@ from bareagent_compact import (
 from bareagent_compact.providers import anthropic_server_compaction, openai_responses_compaction
 
 TOOLS_A = [{"name": "search_logs", "description": "search", "input_schema": {"type": "object"}}]
+TOOLS_R = [{"type": "function", "name": "search_logs", "parameters": {"type": "object"}}]
 
 
 def anthropic_history() -> list[Any]:
@@ -92,25 +99,170 @@ def test_undo_puts_back_the_history_a_server_summary_replaced() -> None:
     assert messages == anthropic_history()
 
 
+def summariser_for(dialect: str, server: FakeServer, *, asynchronous: bool = False) -> Any:
+    """The dialect's server summariser over the real (sync or async) client, and the client."""
+    if dialect == "anthropic":
+        client = anthropic_client(server, asynchronous=asynchronous)
+        return anthropic_server_compaction(client, "m", tools=TOOLS_A), client
+    client = openai_client(server, asynchronous=asynchronous)
+    return openai_responses_compaction(client, "m"), client
+
+
+def compact(
+    dialect: str, server: FakeServer, messages: list[Any], *, asynchronous: bool, **call: Any
+) -> CompactionResult:
+    """One compactor call with the dialect's server summariser: a ``Compactor`` over
+    the sync client, or an ``AsyncCompactor`` over the async one."""
+    if not asynchronous:
+        summariser, _ = summariser_for(dialect, server)
+        return Compactor(summariser, threshold=100)(messages, **call)
+
+    async def go() -> CompactionResult:
+        summariser, client = summariser_for(dialect, server, asynchronous=True)
+        assert inspect.iscoroutinefunction(summariser)
+        async with client:
+            return await AsyncCompactor(summariser, threshold=100)(messages, **call)
+
+    return asyncio.run(go())
+
+
+def one_tool_turn(dialect: str) -> list[Any]:
+    """A question and one tool call with its result: the kept tail is the call, so the
+    compaction request holds one message and the API has nothing to summarise."""
+    question: list[Any] = [{"role": "user", "content": "Why do the workers time out? " * 60}]
+    if dialect == "anthropic":
+        call = {"type": "tool_use", "id": "toolu_1", "name": "search_logs", "input": {}}
+        result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "log " * 300}
+        return [
+            *question,
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [result]},
+        ]
+    return [
+        {"role": "developer", "content": "You are terse."},
+        *question,
+        {"type": "function_call", "call_id": "call_1", "name": "search_logs", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "log " * 300},
+    ]
+
+
+ERRORS = {
+    "compaction_unavailable": lambda dialect: (
+        anthropic_history() if dialect == "anthropic" else responses_history()
+    ),
+    "compaction_nothing_to_summarize": one_tool_turn,
+}
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("error", sorted(ERRORS))
 @pytest.mark.parametrize("dialect", ["anthropic", "responses"])
 def test_api_errors_are_a_failed_step_with_history_intact(
-    dialect: str, caplog: pytest.LogCaptureFixture
+    dialect: str, error: str, asynchronous: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    server = FakeServer()
-    if dialect == "anthropic":
-        summariser = anthropic_server_compaction(anthropic_client(server), "m", tools=TOOLS_A)
-        messages = anthropic_history()
-    else:
-        summariser = openai_responses_compaction(openai_client(server), "m")
-        messages = responses_history()
-    server.compaction_unavailable = True
+    server = FakeServer(keep_bodies=True)
+    server.compaction_unavailable = error == "compaction_unavailable"
+    messages = ERRORS[error](dialect)
     before = copy.deepcopy(messages)
     with caplog.at_level(logging.WARNING):
-        result = Compactor(summariser, threshold=100)(messages)
+        result = compact(dialect, server, messages, asynchronous=asynchronous, force=True)
     assert result.action is Action.FAILED
     assert result.reason is Reason.SERVER_COMPACTION_FAILED
+    assert result.summary_calls == 1 and server.on_demand == 0
     assert messages == before
+    assert check_request(messages) == []
     assert "server compaction failed" in caplog.text
+    assert error in caplog.text  # the API's own error, raised by the real client
+    assert server.stats.bodies[-1][0] in ("/v1/messages", "/v1/responses/compact")
+
+
+def long_history(dialect: str) -> list[Any]:
+    """Eight question-and-answer turns of about 340 tokens each, then a question."""
+    history: list[Any] = []
+    if dialect == "responses":
+        history.append({"role": "developer", "content": "You are terse."})
+    for turn in range(8):
+        history.append({"role": "user", "content": f"question {turn}: " + "why " * 150})
+        history.append({"role": "assistant", "content": f"answer {turn}: " + "because " * 150})
+    history.append({"role": "user", "content": "and now?"})
+    return history
+
+
+def agent_request(dialect: str, server: FakeServer, messages: list[Any]) -> None:
+    """The next agent request over ``messages``; the fake server checks its rules."""
+    if dialect == "anthropic":
+        anthropic_client(server).beta.messages.create(
+            model="m", max_tokens=64, messages=messages, tools=TOOLS_A,
+            betas=["compact-2026-01-12"],
+        )  # fmt: skip
+    else:
+        openai_client(server).responses.create(model="m", input=messages, tools=TOOLS_R)
+
+
+def retried_source(dialect: str, server: FakeServer, source: list[Any]) -> list[Any]:
+    """The messages of the second compaction request: the oldest part of ``source``,
+    shorter than the first request's."""
+    key = "messages" if dialect == "anthropic" else "input"
+    first, second = (body[key] for _, body in server.stats.bodies)
+    assert len(second) < len(first) and first == source[: len(first)]
+    assert second == source[: len(second)]
+    return list(second)
+
+
+def placed_artefact(dialect: str, server: FakeServer, live: list[Any], sent: list[Any]) -> int:
+    """Where the one artefact the server returned sits in ``live`` (the history
+    without its system messages): first, or after the window's user messages."""
+    (block,) = server.compactions.values()
+    if dialect == "anthropic":
+        assert live[0] == {"role": "assistant", "content": [block]}
+        return 0
+    users = [m for m in sent if m.get("role") == "user"]
+    assert live[len(users)] == block
+    assert [m["content"][0]["text"] for m in live[: len(users)]] == [m["content"] for m in users]
+    return len(users)
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "responses"])
+def test_an_overflowing_server_compaction_is_retried_over_the_older_half(
+    dialect: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The whole compaction request (~3800 tokens) is over the window, half of it is not.
+    server = FakeServer(context_window=3000, keep_bodies=True)
+    messages = long_history(dialect)
+    with caplog.at_level(logging.WARNING):
+        result = compact(dialect, server, messages, asynchronous=False, force=True)
+    assert result.action is Action.FULL, result
+    assert server.stats.overflows == 1 and server.on_demand == 1
+    assert result.summary_calls == 2
+    assert "too long for the model; retrying" in caplog.text
+    assert check_request(messages, original=list(server.compactions.values())) == []
+    original = long_history(dialect)
+    systems = 1 if dialect == "responses" else 0
+    sent = retried_source(dialect, server, original[systems:])
+    # The artefact stands for exactly what was sent; the rest follows it as it was.
+    artefact = placed_artefact(dialect, server, messages[systems:], sent)
+    assert messages[:systems] == original[:systems]
+    assert messages[systems + artefact + 1 :] == original[systems + len(sent) :]
+    server.context_window = None
+    agent_request(dialect, server, messages)
+    assert server.stats.rejections == []
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("dialect", ["anthropic", "responses"])
+def test_a_server_compaction_that_never_fits_leaves_the_history_intact(
+    dialect: str, asynchronous: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = FakeServer(context_window=10)
+    messages = long_history(dialect)
+    with caplog.at_level(logging.WARNING):
+        result = compact(dialect, server, messages, asynchronous=asynchronous, force=True)
+    assert result.action is Action.FAILED
+    assert result.reason is Reason.CONTEXT_OVERFLOW
+    assert result.summary_calls == server.stats.overflows >= 2
+    assert server.on_demand == 0
+    assert messages == long_history(dialect)
+    assert check_request(messages) == []
 
 
 def test_the_fake_server_says_when_there_is_nothing_to_summarize() -> None:
