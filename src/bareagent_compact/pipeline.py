@@ -1110,6 +1110,20 @@ class CompactorBase(Generic[ProviderT]):
             attempt.parts,
         )
 
+    def forget(self) -> None:
+        """Drop what the compactor remembers of the history between calls, so that
+        the next call reads every message again.
+
+        Calls compare the history with copies of the containers seen last time
+        (one ``==``), and read again only what differs. ``==`` cannot see a change
+        of type between equal values (``1`` to ``True`` or ``1.0``) or an edit
+        inside an object it does not copy; after such an edit, call this.
+        """
+        self._forget_history()
+
+    def _forget_history(self) -> None:
+        """Where a driver's cached view of the history is dropped."""
+
     # --------------------------------------------------------------------- undo
 
     def undo(self, messages: MutableSequence[Any], result: CompactionResult) -> bool:
