@@ -506,9 +506,11 @@ class UsageLedger:
             if entry is None:
                 entry = created[ids[index]] = _new_entry(index, messages[index], by_content)
             resolved[index] = entry
+        before = len(self._entries)
         self._ids = ids
         self._entries = entries = dict(zip(ids, resolved, strict=True))
-        if self._provisional:  # what left the history is not kept
+        if self._provisional and len(entries) - len(created) < before:
+            # What left the history is not kept.
             self._provisional = [e for e in self._provisional if entries.get(id(e.message)) is e]
 
     def _keep(self, resolved: list[_Entry]) -> None:

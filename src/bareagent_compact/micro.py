@@ -91,9 +91,11 @@ def stale_end(messages: Sequence[Any], keep_recent: int) -> int | None:
     return None if to_keep else index
 
 
-def _stale_slots(messages: Sequence[Any], end: int) -> tuple[list[dialects.Slot], bool]:
-    """Every result slot before ``end`` that is not a marker yet (systems skipped), and
-    whether every block and tool call read was a plain dict (no SDK object)."""
+def _stale_slots(
+    messages: Sequence[Any], end: int, start: int = 0
+) -> tuple[list[dialects.Slot], bool]:
+    """Every result slot from ``start`` to ``end`` that is not a marker yet (systems
+    skipped), and whether every block and tool call read was a plain dict (no SDK object)."""
     # This runs every turn over the whole history, so Anthropic blocks (the common
     # shape) are read inline: a history whose old results are all markers already is
     # read once, with no call per message; other dialects are asked per message.
@@ -101,7 +103,7 @@ def _stale_slots(messages: Sequence[Any], end: int) -> tuple[list[dialects.Slot]
     plain = True
     prefix = TRUNCATED_PREFIX
     tool_result = TOOL_RESULT
-    for message in islice(messages, end):
+    for message in islice(messages, start, end):
         if type(message) is not dict:
             plain = False
             continue
@@ -145,7 +147,13 @@ def holds_objects(messages: Sequence[Any], start: int = 0) -> bool:
     return dialects.holds_objects(islice(messages, start, None))
 
 
-def plan_micro(messages: Sequence[Any], keep_recent: int) -> list[Due] | None:
+Names = Callable[[], dict[str, str]]
+"""What gives the map of tool call ids to tool names, when it is needed."""
+
+
+def plan_micro(
+    messages: Sequence[Any], keep_recent: int, scan: MicroScan | None = None
+) -> list[Due] | None:
     """The results micro-compaction would truncate now, with their markers (no change).
 
     ``None`` when the history may hold SDK objects (noticed on the way, at no
@@ -155,10 +163,14 @@ def plan_micro(messages: Sequence[Any], keep_recent: int) -> list[Due] | None:
     end = stale_end(messages, keep_recent)
     if end is None:
         return None if holds_objects(messages) else []
-    slots, plain = _stale_slots(messages, end)
+    start = 0 if scan is None else scan.start(end)
+    slots, plain = _stale_slots(messages, end, start)
     if not plain or holds_objects(messages, end):
         return None
-    return _plan(messages, end, slots)
+    planned = _plan(messages, end, slots, None if scan is None else scan.names)
+    if scan is not None:
+        scan.found(end, len(planned) == len(slots))
+    return planned
 
 
 def plan_plain_micro(messages: Sequence[Any], keep_recent: int) -> list[Due]:
@@ -169,7 +181,48 @@ def plan_plain_micro(messages: Sequence[Any], keep_recent: int) -> list[Due]:
     return _plan(messages, end, _stale_slots(messages, end)[0])
 
 
-def _plan(messages: Sequence[Any], end: int, slots: list[dialects.Slot]) -> list[Due]:
+class MicroScan:
+    """How far the history is known to hold no result due for truncation, so that
+    a call reads only what lies past it; ``names``: the tool names map, kept by
+    the caller. Trusted only while the messages before it are unchanged."""
+
+    __slots__ = ("_clean", "_end", "_whole", "names", "trusted")
+
+    def __init__(self, names: Names | None = None) -> None:
+        self._clean = 0  # the messages before this index hold no result due
+        self._end = 0
+        self._whole = False
+        self.names = names
+        self.trusted = False
+
+    @property
+    def clean(self) -> int:
+        """The messages before this index hold no result due (when trusted)."""
+        return self._clean
+
+    def reset(self) -> None:
+        """Nothing is known: the next scan reads from the first message."""
+        self._clean, self._whole = 0, False
+
+    def start(self, end: int) -> int:
+        """Where a scan ending at ``end`` begins."""
+        return min(self._clean, end) if self.trusted else 0
+
+    def found(self, end: int, whole: bool) -> None:
+        """A plan ending at ``end`` was made; ``whole``: it holds every slot found."""
+        if not self.trusted:
+            self._clean = 0
+        self._end, self._whole = end, whole
+
+    def settle(self, all_made: bool) -> None:
+        """The plan's truncations were made (``all_made``: every one of them)."""
+        if all_made and self._whole:
+            self._clean = self._end
+
+
+def _plan(
+    messages: Sequence[Any], end: int, slots: list[dialects.Slot], names_of: Names | None = None
+) -> list[Due]:
     if not slots:
         return []
     # A block (or message) object shared with a kept message stays whole.
@@ -177,7 +230,7 @@ def _plan(messages: Sequence[Any], end: int, slots: list[dialects.Slot]) -> list
     for message in islice(messages, end, None):
         if isinstance(message, dict):
             kept.update(map(id, dialects.holders(message)))
-    names = dialects.tool_names(messages)
+    names = dialects.tool_names(messages) if names_of is None else names_of()
     planned: list[Due] = []
     seen: set[int] = set()
     for slot in slots:

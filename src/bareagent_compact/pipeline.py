@@ -24,11 +24,13 @@ from bareagent_compact import dialects
 from bareagent_compact.anchor import ReportedCount
 from bareagent_compact.background import Pending, frozen, starts_early
 from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS, extract, pinned_block
+from bareagent_compact.history import HistoryCache
 from bareagent_compact.ledger import UsageLedger
 from bareagent_compact.micro import (
     MICRO_SPEC,
     Due,
     MicroOptions,
+    MicroScan,
     Undo,
     apply_micro,
     changes_prefix,
@@ -360,6 +362,11 @@ class CompactorBase(Generic[ProviderT]):
         self._pending: Pending[_Attempt] | None = None  # a summary made in the background
         self._oversize = OversizeScan()  # how far the history is checked for oversize texts
         self._server_scan = dialects.ServerScan()  # where the part the server reads begins
+        self._history = HistoryCache()  # copies of the last history seen, and weights
+        self._micro_scan = MicroScan()  # how far no result is due for truncation
+        self._idle = False  # a call on the history as the cache holds it would change nothing
+        self._touched = False  # whether this call planned a change of the history
+        self._synced = False  # whether the cache holds the history as it is now
         self._session_id = self._checked_session_id(session_id)
         self._check_plugins(self._options)
         self._setup()
@@ -378,6 +385,8 @@ class CompactorBase(Generic[ProviderT]):
         self._check_plugins(options)
         custom = self._options.derived.custom_counter
         self._options = options
+        self._idle = False
+        self._micro_scan.reset()
         self._oversize = OversizeScan()  # read every message again under the new options
         if options.derived.custom_counter != custom:
             self._reset_counting()
@@ -459,6 +468,13 @@ class CompactorBase(Generic[ProviderT]):
     def _count_list(self, messages: list[Message]) -> int:
         return self._count(messages)
 
+    def _in_sync(self, messages: MutableSequence[Any]) -> bool:
+        """Whether the history cache holds ``messages`` as they are now (brought up
+        to date if this call changed them)."""
+        if not self._synced:
+            self._synced = self._history.sync(messages) is not None
+        return self._synced
+
     def _live(self, messages: MutableSequence[Any]) -> Sequence[Any]:
         """What the server reads of the history, found reading only appended messages."""
         return dialects.live_view(messages, self._server_scan.index(messages))
@@ -466,9 +482,12 @@ class CompactorBase(Generic[ProviderT]):
     def _count_history(self, messages: MutableSequence[Any]) -> int:
         """The count of the whole history, the one the trigger compares."""
         live = self._live(messages)
-        if self._ledger is None:
+        ledger = self._ledger
+        if ledger is None:
             return self._anchor.count(live, self._count_read)
-        return self._ledger.count(list(live))
+        if not ledger.reported and live is messages and self._in_sync(messages):
+            return self._history.tokens(messages)  # the estimate, weighing what is new
+        return ledger.count(list(live))
 
     def record_usage(self, messages: Sequence[Any], usage: object) -> None:
         """Anchor the count on what the API reported for a request carrying ``messages``.
@@ -489,6 +508,8 @@ class CompactorBase(Generic[ProviderT]):
         if not (isinstance(view, list) and _DICTS.issuperset(map(type, view))):
             view = plain_view(messages)  # SDK objects read as dicts, the list unchanged
         self._ledger.record(list(dialects.live_view(view)), tokens)
+        if not self._options.derived.micro_options.is_spec:
+            self._idle = False  # what is cleared depends on the count
 
     # -------------------------------------------------------------------- steps
 
@@ -496,13 +517,31 @@ class CompactorBase(Generic[ProviderT]):
         self, messages: MutableSequence[Any], force: bool, instructions: str | None = None
     ) -> Steps:
         """One compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
-        validate_messages(messages, objects=True)
+        changed = self._history.sync(messages)
+        self._synced = changed is not None
+        repeat = not force and instructions is None and self._pending is None
+        if changed == [] and repeat and self._idle:
+            # Nothing changed since a call after which nothing was left to do: only
+            # the count can differ (a usage report).
+            quiet = self._idle_result(messages)
+            if quiet is not None:
+                return quiet
+        self._idle = False
+        self._touched = False
+        try:
+            validate_messages(messages, objects=True, only=changed)
+        except TypeError:
+            self._history.forget()
+            raise
         pruned = cleared = 0
         if self._pending is None:
             # Not while a background summary is pending: its swap needs the history
             # as it was, only appended to.
             pruned = yield from self._prune(messages)
             cleared = self._clear_thinking(messages)
+        if pruned or cleared:
+            changed, self._synced = None, False
+        self._trust_scan(messages, changed)
         undo = yield from self._micro(messages, force)
         try:
             yield from self._cut(messages, undo)
@@ -513,6 +552,7 @@ class CompactorBase(Generic[ProviderT]):
             # history goes back exactly as it was, and what was cut is looked at again.
             undo_micro(undo)
             self._oversize = OversizeScan()
+            self._micro_scan.reset()
             raise
         if undo:
             # The size before step 1: the count after it, plus what it removed.
@@ -523,7 +563,43 @@ class CompactorBase(Generic[ProviderT]):
             result = replace(result, prefix_changed=True)
         if pruned or cleared:
             result = replace(result, prefix_changed=True, pruned=pruned, thinking_cleared=cleared)
+        elif repeat:
+            if result.action is Action.FULL:
+                self._synced = False
+            self._idle = self._leaves_nothing(result) and self._in_sync(messages)
         return result
+
+    def _trust_scan(self, messages: MutableSequence[Any], changed: list[int] | None) -> None:
+        """Let micro-compaction read only past what it knows, when the history before
+        that is unchanged (``changed``: what the cache saw change, ``None``: unknown)."""
+        scan = self._micro_scan
+        scan.trusted = changed is not None and (not changed or changed[0] >= scan.clean)
+        scan.names = partial(self._history.tool_names, messages) if changed is not None else None
+
+    def _leaves_nothing(self, result: CompactionResult) -> bool:
+        """Whether this call left nothing to do on its history: below every limit,
+        and nothing planned, or (the specification's policy) every planned
+        truncation made."""
+        options = self._options
+        return (
+            not self._touched
+            and result.action in (Action.NONE, Action.MICRO)
+            and result.reason is None
+            and self._pending is None
+            and not options.derived.custom_counter
+        )
+
+    def _idle_result(self, messages: MutableSequence[Any]) -> CompactionResult | None:
+        """The result of a call on a history left as the last call left it, with
+        nothing left to do: ``None`` unless the count is below every limit."""
+        options = self._options
+        tokens = self._count_history(messages)
+        if tokens > options.threshold or starts_early(
+            tokens, options.threshold, options.derived.background_tokens, False
+        ):
+            return None
+        self._trigger.calls += 1
+        return CompactionResult(Action.NONE, tokens, tokens, 0)
 
     def _prune(self, messages: MutableSequence[Any]) -> Generator[Request, Any, int]:
         """Drop what comes before the newest server compaction artefact (system
@@ -570,22 +646,24 @@ class CompactorBase(Generic[ProviderT]):
         are converted once, in place, before anything else reads them."""
         options = self._options
         keep_recent = options.derived.keep_recent
-        planned = plan_micro(messages, keep_recent)
+        scan = self._micro_scan
+        planned = plan_micro(messages, keep_recent, scan)
         if planned is None:
+            scan.reset()
             plain_messages(messages)
             validate_messages(messages)
             planned = plan_plain_micro(messages, keep_recent)
         planned = with_handles(planned, self._session_id, options.archive)  # recall handles
+        due = len(planned)
         policy = options.derived.micro_options
         if planned and not policy.is_spec:
             # Over the threshold (or forced) everything eligible is cleared before
             # the full compaction is decided on.
             planned = select_micro(
-                planned,
-                policy,
-                lambda: force or self._count_read(self._live(messages)) > self.threshold,
+                planned, policy, lambda: force or self._count_history(messages) > self.threshold
             )
         if not planned:
+            scan.settle(not due)
             return []
         keep = None
         if options.archive is not None:
@@ -594,6 +672,10 @@ class CompactorBase(Generic[ProviderT]):
         undo = apply_micro(planned, keep)
         if undo:
             self._anchor.forget()  # the reported size no longer fits the edited messages
+            self._synced = False
+        scan.settle(len(undo) == due)
+        if len(undo) < due:
+            self._touched = True  # a call again might truncate more
         return undo
 
     def _cut(self, messages: MutableSequence[Any], undo: Undo) -> Generator[Request, Any, None]:
@@ -604,11 +686,13 @@ class CompactorBase(Generic[ProviderT]):
         planned = self._oversize.plan(messages, options.derived.max_message_tokens, handles)
         if not planned:
             return
+        self._touched = True
         keep = yield from self._may_cut(messages, planned)
         self._oversize.settle(messages, keep)
         if keep is not None and not any(keep):
             return
         cut = apply_micro(planned, keep)
+        self._synced = False
         logger.info("cut %d oversize text(s) to their head and tail", len(cut))
         undo += cut
         self._anchor.forget()
@@ -859,6 +943,7 @@ class CompactorBase(Generic[ProviderT]):
         """The rebuilt history's result; nothing here may raise, the summary is in
         hand and the history rebuilt."""
         self._anchor.forget()
+        self._synced = False
         after = self._count_history(messages)
         threshold = self._options.threshold
         self._trigger.succeeded(after > threshold)
@@ -1122,7 +1207,8 @@ class CompactorBase(Generic[ProviderT]):
         self._forget_history()
 
     def _forget_history(self) -> None:
-        """Where a driver's cached view of the history is dropped."""
+        self._history.forget()
+        self._idle = False
 
     # --------------------------------------------------------------------- undo
 
@@ -1152,6 +1238,7 @@ class CompactorBase(Generic[ProviderT]):
         undo_micro(list(result.truncations))  # the results truncated in that same call
         replace_all(messages, [*result.replaced, *current[len(result.rebuilt) :]])
         self._oversize = OversizeScan()  # texts put back whole are cut again next time
+        self._idle = False
         return True
 
     # ------------------------------------------------------------------- recall

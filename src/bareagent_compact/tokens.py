@@ -490,3 +490,15 @@ def _as_dict(index: int, message: Any) -> dict[str, Any]:
     if not is_model(message):
         raise not_a_dict(index, message)
     return dump_model(message)
+
+
+def message_quarters(message: dict[str, Any]) -> int:
+    """The weight of one message dict, in quarters: the estimate of a list is the
+    sum of its messages' quarters, rounded up to tokens once."""
+    parts = _Parts()
+    try:
+        _gather(parts, [message])
+    except Exception:
+        parts.check_json()
+        raise
+    return parts.quarters()
