@@ -7,11 +7,11 @@ import random
 from typing import Any
 
 import pytest
-from conftest import tool_history
 
 import bareagent_compact.history as history_module
 import bareagent_compact.micro as micro_module
 from bareagent_compact import Action, Compactor, estimate_tokens
+from conftest import tool_history
 
 NEVER = 10**9
 
@@ -30,13 +30,13 @@ def round_of(turn: int, size: int = 400) -> list[dict[str, Any]]:
 def weighed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The ``id`` of every message the cache weighs."""
     seen: list[int] = []
-    real = history_module.message_quarters
+    real = history_module.messages_quarters
 
-    def counting(message: dict[str, Any]) -> int:
-        seen.append(id(message))
-        return real(message)
+    def counting(messages: list[dict[str, Any]]) -> int:
+        seen.extend(map(id, messages))
+        return real(messages)
 
-    monkeypatch.setattr(history_module, "message_quarters", counting)
+    monkeypatch.setattr(history_module, "messages_quarters", counting)
     return seen
 
 
@@ -61,10 +61,9 @@ def test_an_append_turn_weighs_only_the_new_messages_and_the_result_it_truncated
     messages += round_of(99)
     result = compactor(messages)
     assert result.action is Action.MICRO and result.truncated == 1
-    assert set(weighed) <= set(map(id, messages[-2:])) | {
-        id(m) for m in messages if "[truncated" in str(m.get("content"))
-    }
-    assert len(weighed) <= 3
+    truncated = [m for m in messages[:-2] if "[truncated" in str(m["content"])]
+    assert len(weighed) == 4  # the two new messages, the truncated one before and after
+    assert set(map(id, messages[-2:])) | {id(truncated[-1])} <= set(weighed)
     assert result.tokens_before == estimate_tokens(messages)
 
 

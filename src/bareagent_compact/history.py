@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from bareagent_compact import dialects
 from bareagent_compact._limits import MAX_DEPTH
-from bareagent_compact.tokens import message_quarters, quarters_to_tokens
+from bareagent_compact.tokens import messages_quarters, quarters_to_tokens
 
 _LEAVES: Final = frozenset((str, int, float, bool, type(None)))
 _Calls = tuple[tuple[str, str], ...]
@@ -36,19 +36,18 @@ class _Opaque(Exception):
 def _copy(value: Any, depth: int) -> Any:
     """A copy of the dicts and lists in ``value``, everything else shared."""
     kind = type(value)
-    if kind is dict:
-        if depth > MAX_DEPTH:
-            raise _Opaque
-        return {
-            key: item if type(item) in _LEAVES else _copy(item, depth + 1)
-            for key, item in value.items()
-        }
-    if kind is list:
-        if depth > MAX_DEPTH:
-            raise _Opaque
-        return [item if type(item) in _LEAVES else _copy(item, depth + 1) for item in value]
     if kind in _LEAVES:
         return value
+    if depth > MAX_DEPTH:
+        raise _Opaque
+    if kind is dict:
+        copy = value.copy()
+        for key, item in value.items():
+            if type(item) not in _LEAVES:
+                copy[key] = _copy(item, depth + 1)
+        return copy
+    if kind is list:
+        return [item if type(item) in _LEAVES else _copy(item, depth + 1) for item in value]
     raise _Opaque
 
 
@@ -62,16 +61,24 @@ def _copy_message(message: Any) -> dict[str, Any]:
 class HistoryCache:
     """Container copies of the last history seen and each message's weight."""
 
-    __slots__ = ("_calls", "_copies", "_names", "_names_upto", "_quarters", "_unread", "_unweighed")
+    __slots__ = (
+        "_calls", "_copies", "_gone", "_names", "_names_upto", "_quarters", "_unread", "_unweighed"
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self._copies: list[dict[str, Any]] = []
-        self._quarters: list[int] = []
-        self._unweighed: list[int] = []  # indices whose quarters are not known yet
+        self._quarters: int | None = None  # the weight of the copies, less _gone, plus _unweighed
+        self._gone: list[dict[str, Any]] = []  # copies replaced since, still in the weight
+        self._unweighed: list[int] = []  # indices whose messages are not in the weight yet
         self._calls: list[_Calls | None] = []  # each message's tool calls, once read
         self._unread: list[int] = []  # indices whose calls are not known yet
         self._names: dict[str, str] | None = None  # of the calls of the first messages
         self._names_upto = 0  # how many messages ``_names`` covers
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing is held (before the first call, after :meth:`forget`)."""
+        return not self._copies
 
     def forget(self) -> None:
         """Drop everything: the next :meth:`sync` reads every message."""
@@ -94,16 +101,20 @@ class HistoryCache:
         else:
             changed = list(compress(range(common), map(ne, messages, copies)))
         try:
-            for index in changed:
-                copies[index] = _copy_message(messages[index])
+            replaced = [_copy_message(messages[index]) for index in changed]
             tail = [_copy_message(message) for message in messages[common:]]
         except _Opaque:
             self.forget()
             return None
+        if self._quarters is not None:  # the old copies leave the weight (if they were in)
+            pending = set(self._unweighed)
+            gone = [*changed, *range(common, known)]
+            self._gone += [copies[i] for i in gone if i not in pending]
+        for index, copy in zip(changed, replaced, strict=True):
+            copies[index] = copy
         self._drop_calls(changed, common)
-        del copies[common:], self._quarters[common:]
+        del copies[common:]
         copies += tail
-        self._quarters += [0] * len(tail)
         self._calls += [None] * len(tail)
         self._unread += range(common, len(messages))
         changed.extend(range(common, len(messages)))
@@ -151,10 +162,11 @@ class HistoryCache:
         """``estimate_tokens(messages)``, for the list the last :meth:`sync` saw,
         weighing only the messages not weighed before."""
         quarters = self._quarters
-        if self._unweighed:
-            size = len(quarters)
-            for index in sorted(set(self._unweighed)):
-                if index < size:
-                    quarters[index] = message_quarters(messages[index])
-            self._unweighed = []
-        return quarters_to_tokens(sum(quarters))
+        if quarters is None:
+            quarters = messages_quarters(list(messages))
+        elif self._unweighed or self._gone:
+            size = len(messages)
+            fresh = [messages[i] for i in sorted(set(self._unweighed)) if i < size]
+            quarters += messages_quarters(fresh) - messages_quarters(self._gone)
+        self._quarters, self._gone, self._unweighed = quarters, [], []
+        return quarters_to_tokens(quarters)

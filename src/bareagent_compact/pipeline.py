@@ -517,7 +517,8 @@ class CompactorBase(Generic[ProviderT]):
         self, messages: MutableSequence[Any], force: bool, instructions: str | None = None
     ) -> Steps:
         """One compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
-        changed = self._history.sync(messages)
+        # Nothing held yet: the history is copied once, after this call's edits.
+        changed = None if self._history.empty else self._history.sync(messages)
         self._synced = changed is not None
         repeat = not force and instructions is None and self._pending is None
         if changed == [] and repeat and self._idle:

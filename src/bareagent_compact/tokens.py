@@ -454,13 +454,7 @@ def estimate_tokens(messages: list[Any]) -> int:
     """
     if not isinstance(messages, list):
         raise not_a_list(messages)
-    parts = _Parts()
-    try:
-        _gather(parts, messages)
-    except Exception:
-        parts.check_json()
-        raise
-    return quarters_to_tokens(parts.quarters())
+    return quarters_to_tokens(messages_quarters(messages))
 
 
 def _gather(parts: _Parts, messages: list[Any]) -> None:
@@ -492,12 +486,12 @@ def _as_dict(index: int, message: Any) -> dict[str, Any]:
     return dump_model(message)
 
 
-def message_quarters(message: dict[str, Any]) -> int:
-    """The weight of one message dict, in quarters: the estimate of a list is the
-    sum of its messages' quarters, rounded up to tokens once."""
+def messages_quarters(messages: list[Any]) -> int:
+    """The weight of ``messages``, in quarters: ``estimate_tokens`` before rounding
+    (the weight of a list is the sum of its parts' weights)."""
     parts = _Parts()
     try:
-        _gather(parts, [message])
+        _gather(parts, messages)
     except Exception:
         parts.check_json()
         raise
