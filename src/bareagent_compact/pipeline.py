@@ -562,12 +562,15 @@ class CompactorBase(Generic[ProviderT]):
             result = replace(result, prefix_changed=True, truncations=tuple(undo))
         elif prefix_changed:
             result = replace(result, prefix_changed=True)
+        if result.action is Action.FULL:
+            self._synced = False
+        # The cache holds the history as this call leaves it: what the micro scan
+        # and the tool names learnt hold for that history, not the one it began with.
+        in_sync = self._in_sync(messages)
         if pruned or cleared:
             result = replace(result, prefix_changed=True, pruned=pruned, thinking_cleared=cleared)
         elif repeat:
-            if result.action is Action.FULL:
-                self._synced = False
-            self._idle = self._leaves_nothing(result) and self._in_sync(messages)
+            self._idle = in_sync and self._leaves_nothing(result)
         return result
 
     def _trust_scan(self, messages: MutableSequence[Any], changed: list[int] | None) -> None:
