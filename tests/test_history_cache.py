@@ -492,6 +492,7 @@ KINDS: Final = {
     "alias-message": 2,
     "set-option": 3,
     "set-session-id": 2,
+    "new-history": 1,
 }
 """The mutations besides appending, and their weights (each also comes once early
 in every session, so that every session has them all)."""
@@ -815,6 +816,15 @@ class Session:
         )
         self.both("set-option", f"{name} = {value!r}", lambda s: setattr(s.compactor, name, value))
 
+    def mutate_new_history(self) -> None:
+        """Another history on the same compactor (``/new``, ``/resume``)."""
+        history = self.turns.initial()
+
+        def mutation(side: Side) -> None:
+            side.messages = copy.deepcopy(history)
+
+        self.both("new-history", f"({len(history)} messages)", mutation)
+
     def mutate_set_session_id(self) -> None:
         name = self.rng.choice(("alpha", "beta", "gamma"))
         self.both("set-session-id", repr(name), lambda s: s.compactor.set_session_id(name))
@@ -934,6 +944,26 @@ def test_the_harness_reports_a_broken_cache(case: Case, broken: type[Any]) -> No
         "['warnings']",
     )
     assert any(f": {field}" in message for field in fields), message  # names what differs
+
+
+def test_the_comparison_sees_types_key_order_aliasing_and_every_result_field() -> None:
+    block = {"type": "text", "text": "a"}
+    aliased = [{"content": [block]}, {"content": [block]}]
+    copied = [{"content": [dict(block)]}, {"content": [dict(block)]}]
+    assert aliased == copied  # what == cannot tell apart, the comparison does
+    assert "aliasing" in str(Differ()(aliased, copied))
+    assert Differ()(copy.deepcopy(aliased), copy.deepcopy(aliased)) is None
+    assert "int 1 != bool True" in str(Differ()({"n": [1]}, {"n": [True]}))
+    assert "int 1 != float 1.0" in str(Differ()({"n": 1}, {"n": 1.0}))
+    assert "keys" in str(Differ()({"a": 1, "b": 2}, {"b": 2, "a": 1}))
+    assert "tuple" in str(Differ()((1,), [1]))
+    quiet = CompactionResult(Action.NONE, 10, 10)
+    flagged = dataclasses.replace(quiet, prefix_changed=True)
+    assert quiet == flagged  # prefix_changed takes no part in ==
+    assert (
+        Differ()({"value": quiet}, {"value": flagged}) == "['value'].prefix_changed: False != True"
+    )
+    assert not same_pickle("a" * 3, "a" * 4)
 
 
 # -------------------------------------------------------------- the blind spot
