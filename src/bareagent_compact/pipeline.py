@@ -948,6 +948,7 @@ class CompactorBase(Generic[ProviderT]):
         hand and the history rebuilt."""
         self._anchor.forget()
         self._synced = False
+        self._micro_scan.reset()  # the positions it knew are gone
         after = self._count_history(messages)
         threshold = self._options.threshold
         self._trigger.succeeded(after > threshold)
@@ -1206,7 +1207,8 @@ class CompactorBase(Generic[ProviderT]):
         Calls compare the history with copies of the containers seen last time
         (one ``==``), and read again only what differs. ``==`` cannot see a change
         of type between equal values (``1`` to ``True`` or ``1.0``) or an edit
-        inside an object it does not copy; after such an edit, call this.
+        inside an object it does not copy; after such an edit, call this. What
+        ``record_usage`` reported is kept: the next count is anchored as before.
         """
         self._forget_history()
 
