@@ -71,3 +71,21 @@ def test_background_benchmark_reports_the_call_times_of_both_modes() -> None:
     )  # fmt: skip
     assert done.stdout.count(" p99 ") == 2
     assert "background_at=0.8" in done.stdout
+
+
+def test_archive_benchmark_compares_per_record_and_batched_archives() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_archive.py"), "--tokens", "8000",
+         "--runs", "1", "--repeats", "1", "--json"],
+        capture_output=True, text=True, check=True, encoding="utf-8",
+    )  # fmt: skip
+    results = json.loads(done.stdout)
+    for session in ("sequential", "parallel"):
+        variants = results[session]["variants"]
+        assert set(variants) == {
+            "none", "jsonl before", "jsonl after", "sqlite before", "sqlite after"
+        }  # fmt: skip
+        assert results[session]["records"] > 0
+        assert "wall_archive_share" in variants["jsonl after"]
+    assert results["resumed"]["records"] > 0
+    assert set(results["resumed"]["wall_x"]) == set(results["sequential"]["variants"])

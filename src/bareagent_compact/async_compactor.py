@@ -23,7 +23,8 @@ from bareagent_compact.pipeline import (
     StartRequest,
     is_async_callable,
 )
-from bareagent_compact.protocols import AsyncSummaryProvider, SummaryProvider
+from bareagent_compact.protocols import ArchiveRecord, AsyncSummaryProvider, SummaryProvider
+from bareagent_compact.requests import archive_batch, one_by_one
 from bareagent_compact.result import CompactionResult
 from bareagent_compact.summarize import Summarized, SummaryRequest
 
@@ -205,11 +206,18 @@ class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
         assert isinstance(request, SummaryRequest)
         return await _outcome(self.provider, request.prompt)
 
-    async def _archive(self, records: list[dict[str, Any]]) -> list[Outcome]:
-        """One outcome per record: an ``async def`` hook awaited record by record, a
-        plain one run for all of them in one worker thread."""
+    async def _archive(self, records: list[ArchiveRecord]) -> list[Outcome]:
+        """One outcome per record: of one ``archive_many`` call for all of them when the
+        archive takes a batch (awaited, or run in a worker thread); else (or when
+        that batch failed) an ``async def`` hook awaited record by record, a plain
+        one run for all of them in one worker thread."""
         archive = self.archive
         assert archive is not None
+        batch = archive_batch(archive)
+        if batch is not None and records:
+            outcome = await _outcome(batch, list(records))
+            if not one_by_one(outcome, len(records)):
+                return [outcome] * len(records)
         if is_async_callable(archive):
             return [await _outcome(archive, record) for record in records]
 

@@ -19,7 +19,8 @@ from bareagent_compact.pipeline import (
     is_async_callable,
     summary_text,
 )
-from bareagent_compact.protocols import SummaryProvider
+from bareagent_compact.protocols import ArchiveRecord, SummaryProvider
+from bareagent_compact.requests import archive_batch, one_by_one
 from bareagent_compact.result import CompactionResult
 from bareagent_compact.summarize import SummaryRequest
 
@@ -111,9 +112,7 @@ class Compactor(CompactorBase[SummaryProvider]):
     def _run(self, request: Request) -> Any:
         """Answer one request of the compaction steps with plain calls."""
         if isinstance(request, ArchiveRequest):
-            archive = self.archive
-            assert archive is not None
-            return [_outcome(archive, record) for record in request.records]
+            return self._archive(request.records)
         if isinstance(request, HookRequest):
             return _outcome(request.function, *request.args)
         if isinstance(request, SaveRequest):
@@ -121,6 +120,18 @@ class Compactor(CompactorBase[SummaryProvider]):
             return _outcome(self.transcript_mgr.save, request.messages, request.session_id)
         assert isinstance(request, SummaryRequest)
         return _outcome(self.provider, request.prompt)
+
+    def _archive(self, records: list[ArchiveRecord]) -> list[Outcome]:
+        """One outcome per record: of one ``archive_many`` call for all of them when the
+        archive takes a batch, else (or when that batch failed) of each ``archive``."""
+        archive = self.archive
+        assert archive is not None
+        batch = archive_batch(archive)
+        if batch is not None and records:
+            outcome = _outcome(batch, list(records))
+            if not one_by_one(outcome, len(records)):
+                return [outcome] * len(records)
+        return [_outcome(archive, record) for record in records]
 
 
 def _outcome(function: Any, *args: Any) -> Outcome:

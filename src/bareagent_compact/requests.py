@@ -7,9 +7,10 @@ driver answers them with plain calls, the async one with ``await``.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, NamedTuple, TypeAlias, cast
 
 from bareagent_compact.protocols import ArchiveRecord, Message
 from bareagent_compact.result import CompactionResult
@@ -25,13 +26,18 @@ __all__ = [
     "StartRequest",
     "Steps",
     "SummaryRequest",
+    "archive_batch",
     "close_awaitable",
     "is_async_callable",
+    "one_by_one",
 ]
+
+logger = logging.getLogger("bareagent_compact.compactor")
 
 
 class ArchiveRequest(NamedTuple):
-    """Give each record to the archive hook; answer with one :class:`Outcome` per record."""
+    """Give the records to the archive hook (all at once when it takes a batch, see
+    :func:`archive_batch`); answer with one :class:`Outcome` per record."""
 
     records: list[ArchiveRecord]
 
@@ -109,3 +115,48 @@ def close_awaitable(value: object) -> None:
     close = getattr(value, "close", None)
     if inspect.iscoroutine(value) and callable(close):
         close()
+
+
+def archive_batch(archive: object) -> Callable[[list[ArchiveRecord]], object] | None:
+    """The ``archive_many`` to call once with all the records of a compactor call, or
+    ``None`` to call ``archive`` record by record.
+
+    Found when ``archive`` is the bound ``archive`` method of an
+    :class:`~bareagent_compact.protocols.ArchiveBatcher` whose ``archive_many`` is
+    of the same kind (both ``async def`` or neither) and no less specific: a
+    subclass that overrides ``archive`` alone keeps having it called.
+    """
+    owner = getattr(archive, "__self__", None)
+    many = getattr(owner, "archive_many", None)
+    if getattr(archive, "__name__", None) != "archive" or not callable(many):
+        return None
+    if is_async_callable(many) != is_async_callable(archive):
+        return None
+    if _defined_at(owner, "archive_many") > _defined_at(owner, "archive"):
+        return None
+    return cast("Callable[[list[ArchiveRecord]], object]", many)
+
+
+def one_by_one(batch: Outcome, count: int) -> bool:
+    """Whether to give the ``count`` records of a failed ``archive_many`` call to
+    ``archive`` one by one: when it held more than one, so that one record the
+    archive refuses (content nested too deeply to encode, a row too large) does
+    not keep the others whole on every call. Nothing counts as archived until
+    ``archive`` takes it."""
+    if not batch.failed or count < 2:
+        return False
+    logger.info(
+        "archive_many failed%s; archiving its %d records one by one",
+        batch.because(),
+        count,
+        exc_info=batch.error,
+    )
+    return True
+
+
+def _defined_at(owner: object, name: str) -> int:
+    """How far down ``owner``'s class hierarchy ``name`` is defined (-1: on the object)."""
+    if name in getattr(owner, "__dict__", ()):
+        return -1
+    mro = type(owner).__mro__
+    return next((depth for depth, cls in enumerate(mro) if name in vars(cls)), len(mro))

@@ -389,17 +389,41 @@ class JsonlTranscriptManager:
         written with one append and ``fsync``-ed before this returns; any failure
         raises, so the compactor keeps the result whole.
         """
-        session_id, line = encode_archive_record(record)
-        path = self.archive_path(session_id)
+        self.archive_many([record])
+
+    def archive_many(self, records: Sequence[ArchiveRecord]) -> None:
+        """Append several records (what ``Compactor`` passes when ``archive=mgr.archive``:
+        all the records of one call), with one write and one ``fsync`` per archive file.
+
+        Every record is encoded before anything is written, so a record that cannot
+        be encoded writes none. Any failure raises, and the compactor then keeps
+        every one of these results whole. The directory is ``fsync``-ed only when
+        an archive file was created.
+        """
+        batches: dict[str, list[bytes]] = {}
+        for record in records:
+            session_id, line = encode_archive_record(record)
+            batches.setdefault(session_id, []).append(line)
+        if not batches:
+            return
         self._ensure_directory()
+        created = False
+        for session_id, lines in batches.items():
+            created |= self._append(self.archive_path(session_id), b"".join(lines))
+        if created:
+            _fsync_directory(self.directory)
+
+    @staticmethod
+    def _append(path: Path, data: bytes) -> bool:
+        """Append ``data`` to the archive file ``path`` and ``fsync`` it; whether the
+        file was empty (new) before."""
         fd = _open_regular(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         try:
-            size = _append_line(fd, line)
+            size = _append_line(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
-        if not size:
-            _fsync_directory(self.directory)
+        return not size
 
     def load_archive(self, session_id: str) -> list[ArchiveRecord]:
         """The archived records of ``session_id`` in the order they were written.

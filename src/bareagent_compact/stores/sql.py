@@ -452,16 +452,32 @@ class SqlTranscriptManager:
         Committed before this returns; any failure raises, so the compactor keeps
         the result whole.
         """
-        session_id, encoded = encode_archive_record(record)
-        line = encoded.decode("utf-8").rstrip("\n")
+        self.archive_many([record])
+
+    def archive_many(self, records: Sequence[ArchiveRecord]) -> None:
+        """Store several records in one transaction (what ``Compactor`` passes when
+        ``archive=store.archive``: all the records of one call).
+
+        Committed before this returns; any failure raises and stores none of
+        them, so the compactor keeps every one of these results whole.
+        """
+        batches: dict[str, list[str]] = {}
+        for record in records:
+            session_id, encoded = encode_archive_record(record)
+            batches.setdefault(session_id, []).append(encoded.decode("utf-8").rstrip("\n"))
+        if not batches:
+            return
 
         def work(run: _Runner) -> None:
-            seq, _ = run.next_seq(session_id, "archive_seq")
-            run.execute(
-                "INSERT INTO bareagent_archive (session_id, seq, archived_at, record)"
-                " VALUES (?, ?, ?, ?)",
-                (session_id, seq, _stamp(codec.clock_time(self.clock)), line),
-            )
+            stamp = _stamp(codec.clock_time(self.clock))
+            for session_id, lines in batches.items():
+                last, _ = run.next_seq(session_id, "archive_seq", len(lines))
+                for seq, line in enumerate(lines, start=last - len(lines) + 1):
+                    run.execute(
+                        "INSERT INTO bareagent_archive (session_id, seq, archived_at, record)"
+                        " VALUES (?, ?, ?, ?)",
+                        (session_id, seq, stamp, line),
+                    )
 
         self._transaction(work, write=True)
 
@@ -637,14 +653,16 @@ class _Runner:
         self.execute(query, params)
         return list(self.cursor.fetchall())
 
-    def next_seq(self, session_id: str, column: str) -> tuple[int, Any]:
-        """Increment a per-session counter, holding the session row's lock until commit.
+    def next_seq(self, session_id: str, column: str, count: int = 1) -> tuple[int, Any]:
+        """Add ``count`` to a per-session counter, holding the session row's lock until
+        commit.
 
-        Returns the new value and the session's ``saved_at``.
+        Returns the new value (the last of the ``count`` taken) and the session's
+        ``saved_at``.
         """
         self.execute(
-            f"UPDATE bareagent_sessions SET {column} = {column} + 1 WHERE session_id = ?",
-            (session_id,),
+            f"UPDATE bareagent_sessions SET {column} = {column} + ? WHERE session_id = ?",
+            (count, session_id),
         )
         rows = self.fetchall(
             f"SELECT {column}, saved_at FROM bareagent_sessions WHERE session_id = ?",
@@ -657,9 +675,9 @@ class _Runner:
         self.execute(
             "INSERT INTO bareagent_sessions (session_id, snapshot_seq, archive_seq, saved_at)"
             " VALUES (?, ?, ?, NULL)",
-            (session_id, int(column == "snapshot_seq"), int(column == "archive_seq")),
+            (session_id, count * (column == "snapshot_seq"), count * (column == "archive_seq")),
         )
-        return 1, None
+        return count, None
 
 
 class _Driver:
