@@ -17,7 +17,7 @@ calls read everything, as they do without the cache.
 from __future__ import annotations
 
 from collections.abc import MutableSequence, Sequence
-from itertools import compress
+from itertools import compress, islice
 from operator import ne
 from typing import Any, Final
 
@@ -59,7 +59,7 @@ def _copy_message(message: Any) -> dict[str, Any]:
 
 
 class HistoryCache:
-    """Container copies of the last history seen and each message's weight."""
+    """Container copies of the last history seen, its weight and its tool calls."""
 
     __slots__ = (
         "_calls", "_copies", "_gone", "_names", "_names_upto", "_quarters", "_unread", "_unweighed"
@@ -69,9 +69,9 @@ class HistoryCache:
         self._copies: list[dict[str, Any]] = []
         self._quarters: int | None = None  # the weight of the copies, less _gone, plus _unweighed
         self._gone: list[dict[str, Any]] = []  # copies replaced since, still in the weight
-        self._unweighed: list[int] = []  # indices whose messages are not in the weight yet
+        self._unweighed: set[int] = set()  # indices whose messages are not in the weight yet
         self._calls: list[_Calls | None] = []  # each message's tool calls, once read
-        self._unread: list[int] = []  # indices whose calls are not known yet
+        self._unread: set[int] = set()  # indices whose calls are not known yet
         self._names: dict[str, str] | None = None  # of the calls of the first messages
         self._names_upto = 0  # how many messages ``_names`` covers
 
@@ -84,44 +84,60 @@ class HistoryCache:
         """Drop everything: the next :meth:`sync` reads every message."""
         self.__init__()  # type: ignore[misc]
 
-    def sync(self, messages: MutableSequence[Any]) -> list[int] | None:
+    def sync(self, messages: MutableSequence[Any], start: int = 0) -> list[int] | None:
         """Bring the copies up to ``messages``; the indices of the messages that are
         new or differ from the copies (empty: nothing changed), or ``None`` when
-        ``messages`` cannot be cached (then nothing is kept)."""
+        ``messages`` cannot be copied (an SDK object, a tuple: the copies are kept).
+        ``start``: the messages before it are known to be unchanged (only what
+        follows is compared)."""
         if type(messages) is not list:
             self.forget()
             return None
         copies = self._copies
         known = len(copies)
-        if len(messages) == known and messages == copies:
+        start = min(start, known, len(messages))
+        if len(messages) == known and (
+            messages == copies if not start else messages[start:] == copies[start:]
+        ):
             return []
         common = min(known, len(messages))
-        if messages[:common] == (copies if common == known else copies[:common]):
+        if messages[start:common] == copies[start:common]:
             changed: list[int] = []
         else:
-            changed = list(compress(range(common), map(ne, messages, copies)))
+            changed = list(
+                compress(
+                    range(start, common), map(ne, islice(messages, start, common), copies[start:])
+                )
+            )
         try:
             replaced = [_copy_message(messages[index]) for index in changed]
             tail = [_copy_message(message) for message in messages[common:]]
         except _Opaque:
-            self.forget()
-            return None
-        if self._quarters is not None:  # the old copies leave the weight (if they were in)
-            pending = set(self._unweighed)
-            gone = [*changed, *range(common, known)]
-            self._gone += [copies[i] for i in gone if i not in pending]
+            return None  # the copies still stand for the last history seen
+        self._leave_weight(changed, common)
+        self._drop_calls(changed, common, len(messages))
         for index, copy in zip(changed, replaced, strict=True):
             copies[index] = copy
-        self._drop_calls(changed, common)
         del copies[common:]
         copies += tail
-        self._calls += [None] * len(tail)
-        self._unread += range(common, len(messages))
         changed.extend(range(common, len(messages)))
-        self._unweighed += changed
+        self._unweighed.update(changed)
         return changed
 
-    def _drop_calls(self, changed: list[int], common: int) -> None:
+    def _leave_weight(self, changed: list[int], common: int) -> None:
+        """The copies of changed and removed messages leave the weight (those in it);
+        when more has left than is held, the weight is simply read again."""
+        if self._quarters is None:
+            return
+        pending = self._unweighed
+        copies = self._copies
+        gone = self._gone
+        gone += [copies[i] for i in changed if i not in pending]
+        gone += [copies[i] for i in range(common, len(copies)) if i not in pending]
+        if len(gone) > len(copies):
+            self._quarters, self._gone, self._unweighed = None, [], set()
+
+    def _drop_calls(self, changed: list[int], common: int, length: int) -> None:
         """Forget the calls of changed and removed messages; the names map too if
         any of them made a call (or is not known to have made none)."""
         calls = self._calls
@@ -130,7 +146,8 @@ class HistoryCache:
         del calls[common:]
         for index in changed:
             calls[index] = None
-        self._unread += changed
+        calls += [None] * (length - common)
+        self._unread.update(changed, range(common, length))
         if any(c is None or c for c in gone):
             self._names = None
 
@@ -138,8 +155,8 @@ class HistoryCache:
         """``dialects.tool_names(messages)``, for the list the last :meth:`sync` saw,
         reading only the messages not read before."""
         calls = self._calls
-        unread = sorted({i for i in self._unread if i < len(calls)})
-        self._unread = []
+        unread = sorted(i for i in self._unread if i < len(calls))
+        self._unread = set()
         names = self._names
         for index in unread:
             found = calls[index] = tuple(
@@ -166,7 +183,7 @@ class HistoryCache:
             quarters = messages_quarters(list(messages))
         elif self._unweighed or self._gone:
             size = len(messages)
-            fresh = [messages[i] for i in sorted(set(self._unweighed)) if i < size]
+            fresh = [messages[i] for i in sorted(self._unweighed) if i < size]
             quarters += messages_quarters(fresh) - messages_quarters(self._gone)
-        self._quarters, self._gone, self._unweighed = quarters, [], []
+        self._quarters, self._gone, self._unweighed = quarters, [], set()
         return quarters_to_tokens(quarters)

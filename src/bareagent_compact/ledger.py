@@ -28,7 +28,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from itertools import compress, repeat
-from operator import add, attrgetter, eq, mul, not_, sub
+from operator import add, attrgetter, eq, mul, ne, not_, sub
 from typing import Any, Final
 
 from bareagent_compact._limits import MAX_DEPTH, too_deep
@@ -477,6 +477,9 @@ class UsageLedger:
         if len(messages) == len(self._copies) and messages == self._copies:
             return self._resolved  # nothing changed since the last call: one C-level compare
         ids = list(map(id, messages))
+        known = len(self._ids)
+        if known and len(ids) >= known and ids[:known] == self._ids:
+            return self._resolve_grown(messages, ids)
         resolved: list[_Entry] = list(map(self._entries.get, ids, repeat(_ABSENT)))
         unchanged = list(map(eq, messages, map(_COPY_OF, resolved)))
         if all(unchanged):
@@ -485,6 +488,37 @@ class UsageLedger:
             self._renew(messages, ids, resolved, unchanged)
         self._keep(resolved)
         return resolved
+
+    def _resolve_grown(self, messages: list[Message], ids: list[int]) -> list[_Entry]:
+        """:meth:`_resolve` of the last list, edited in place or appended to (the same
+        objects at the same places): only the edited and new messages are read."""
+        copies, resolved = self._copies, self._resolved
+        known = len(copies)
+        edited = list(compress(range(known), map(ne, messages, copies)))
+        if not edited and len(ids) == known:
+            return resolved
+        by_content = self._content_map()
+        entries = self._entries
+        left = []
+        for index in edited:
+            left.append(resolved[index])
+            entry = _new_entry(index, messages[index], by_content)
+            resolved[index] = entries[ids[index]] = entry
+            copies[index] = entry.copy
+        for index in range(known, len(ids)):
+            seen = entries.get(ids[index])  # the same object twice in the list
+            entry = seen if seen is not None else _new_entry(index, messages[index], by_content)
+            entries[ids[index]] = entry
+            resolved.append(entry)
+            copies.append(entry.copy)
+        self._ids = ids
+        if self._provisional and any(e.provisional for e in left):
+            self._provisional = [e for e in self._provisional if entries.get(id(e.message)) is e]
+        return resolved
+
+    def _content_map(self) -> dict[int, _Entry]:
+        known = list(self._entries.values())
+        return dict(zip(map(_KEY_OF, known), known, strict=True))
 
     def _reorder(self, ids: list[int], resolved: list[_Entry]) -> None:
         """Keep exactly ``resolved``, every message known and unchanged (some may have
@@ -499,8 +533,7 @@ class UsageLedger:
     ) -> None:
         """Fill in ``resolved`` where a message is new or was edited, then keep exactly it."""
         created: dict[int, _Entry] = {}
-        known = list(self._entries.values())
-        by_content = dict(zip(map(_KEY_OF, known), known, strict=True))
+        by_content = self._content_map()
         for index in compress(range(len(ids)), map(not_, unchanged)):
             entry = created.get(ids[index])
             if entry is None:

@@ -162,7 +162,11 @@ def plan_micro(
     """
     end = stale_end(messages, keep_recent)
     if end is None:
-        return None if holds_objects(messages) else []
+        if holds_objects(messages):
+            return None
+        if scan is not None:
+            scan.found(0, True)  # nothing is due yet
+        return []
     start = 0 if scan is None else scan.start(end)
     slots, plain = _stale_slots(messages, end, start)
     if not plain or holds_objects(messages, end):
@@ -186,7 +190,7 @@ class MicroScan:
     a call reads only what lies past it; ``names``: the tool names map, kept by
     the caller. Trusted only while the messages before it are unchanged."""
 
-    __slots__ = ("_clean", "_end", "_whole", "names", "trusted")
+    __slots__ = ("_clean", "_end", "_whole", "names", "read_from", "trusted")
 
     def __init__(self, names: Names | None = None) -> None:
         self._clean = 0  # the messages before this index hold no result due
@@ -194,6 +198,13 @@ class MicroScan:
         self._whole = False
         self.names = names
         self.trusted = False
+        self.read_from = 0  # where the last scan began: no result before it is due
+
+    @property
+    def whole(self) -> bool:
+        """Whether the last plan held every result found due (none was skipped for
+        being shared with a message kept whole)."""
+        return self._whole
 
     @property
     def clean(self) -> int:
@@ -202,11 +213,12 @@ class MicroScan:
 
     def reset(self) -> None:
         """Nothing is known: the next scan reads from the first message."""
-        self._clean, self._whole = 0, False
+        self._clean, self._whole, self.read_from = 0, False, 0
 
     def start(self, end: int) -> int:
         """Where a scan ending at ``end`` begins."""
-        return min(self._clean, end) if self.trusted else 0
+        self.read_from = min(self._clean, end) if self.trusted else 0
+        return self.read_from
 
     def found(self, end: int, whole: bool) -> None:
         """A plan ending at ``end`` was made; ``whole``: it holds every slot found."""

@@ -367,6 +367,8 @@ class CompactorBase(Generic[ProviderT]):
         self._idle = False  # a call on the history as the cache holds it would change nothing
         self._touched = False  # whether this call planned a change of the history
         self._synced = False  # whether the cache holds the history as it is now
+        self._edited_from = 0  # this call changed nothing before this index
+        self._changes: list[int] | None = None  # what this call found new or edited
         self._session_id = self._checked_session_id(session_id)
         self._check_plugins(self._options)
         self._setup()
@@ -470,10 +472,15 @@ class CompactorBase(Generic[ProviderT]):
 
     def _in_sync(self, messages: MutableSequence[Any]) -> bool:
         """Whether the history cache holds ``messages`` as they are now (brought up
-        to date if this call changed them)."""
+        to date if this call changed them, comparing only from where it did)."""
         if not self._synced:
-            self._synced = self._history.sync(messages) is not None
+            self._synced = self._history.sync(messages, self._edited_from) is not None
         return self._synced
+
+    def _edited(self, index: int, messages: MutableSequence[Any]) -> None:
+        """This call changed ``messages`` from ``index`` on: the cache must look again."""
+        self._synced = False
+        self._edited_from = min(self._edited_from, index)
 
     def _live(self, messages: MutableSequence[Any]) -> Sequence[Any]:
         """What the server reads of the history, found reading only appended messages."""
@@ -505,9 +512,10 @@ class CompactorBase(Generic[ProviderT]):
             self._anchor.record(dialects.live_view(messages), tokens)
             return
         view: Any = messages
+        index = self._server_scan.index(messages) if isinstance(messages, list) else None
         if not (isinstance(view, list) and _DICTS.issuperset(map(type, view))):
             view = plain_view(messages)  # SDK objects read as dicts, the list unchanged
-        self._ledger.record(list(dialects.live_view(view)), tokens)
+        self._ledger.record(list(dialects.live_view(view, index)), tokens)
         if not self._options.derived.micro_options.is_spec:
             self._idle = False  # what is cleared depends on the count
 
@@ -517,9 +525,7 @@ class CompactorBase(Generic[ProviderT]):
         self, messages: MutableSequence[Any], force: bool, instructions: str | None = None
     ) -> Steps:
         """One compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
-        # Nothing held yet: the history is copied once, after this call's edits.
-        changed = None if self._history.empty else self._history.sync(messages)
-        self._synced = changed is not None
+        changed = self._changed(messages)
         repeat = not force and instructions is None and self._pending is None
         if changed == [] and repeat and self._idle:
             # Nothing changed since a call after which nothing was left to do: only
@@ -529,11 +535,6 @@ class CompactorBase(Generic[ProviderT]):
                 return quiet
         self._idle = False
         self._touched = False
-        try:
-            validate_messages(messages, objects=True, only=changed)
-        except TypeError:
-            self._history.forget()
-            raise
         pruned = cleared = 0
         if self._pending is None:
             # Not while a background summary is pending: its swap needs the history
@@ -541,8 +542,10 @@ class CompactorBase(Generic[ProviderT]):
             pruned = yield from self._prune(messages)
             cleared = self._clear_thinking(messages)
         if pruned or cleared:
-            changed, self._synced = None, False
+            changed = None
+            self._edited(0, messages)
         self._trust_scan(messages, changed)
+        self._changes = changed
         undo = yield from self._micro(messages, force)
         try:
             yield from self._cut(messages, undo)
@@ -563,7 +566,7 @@ class CompactorBase(Generic[ProviderT]):
         elif prefix_changed:
             result = replace(result, prefix_changed=True)
         if result.action is Action.FULL:
-            self._synced = False
+            self._edited(0, messages)
         # The cache holds the history as this call leaves it: what the micro scan
         # and the tool names learnt hold for that history, not the one it began with.
         in_sync = self._in_sync(messages)
@@ -572,6 +575,28 @@ class CompactorBase(Generic[ProviderT]):
         elif repeat:
             self._idle = in_sync and self._leaves_nothing(result)
         return result
+
+    def _changed(self, messages: MutableSequence[Any]) -> list[int] | None:
+        """Validate ``messages`` and compare them with the history cache: the indices
+        of the messages new or edited since the last call, ``None`` if unknown.
+
+        Only those are validated. SDK objects are converted here (as step 1 would)
+        so that the cache can compare them; nothing held yet: the history is copied
+        once, after this call's edits.
+        """
+        history = self._history
+        changed = None if history.empty else history.sync(messages)
+        try:
+            validate_messages(messages, objects=True, only=changed)
+        except TypeError:
+            history.forget()
+            raise
+        if changed is None and not history.empty and isinstance(messages, list):
+            plain_messages(messages)
+            changed = history.sync(messages)
+        self._synced = changed is not None
+        self._edited_from = len(messages) if self._synced else 0
+        return changed
 
     def _trust_scan(self, messages: MutableSequence[Any], changed: list[int] | None) -> None:
         """Let micro-compaction read only past what it knows, when the history before
@@ -587,6 +612,7 @@ class CompactorBase(Generic[ProviderT]):
         options = self._options
         return (
             not self._touched
+            and self._micro_scan.whole
             and result.action in (Action.NONE, Action.MICRO)
             and result.reason is None
             and self._pending is None
@@ -676,7 +702,9 @@ class CompactorBase(Generic[ProviderT]):
         undo = apply_micro(planned, keep)
         if undo:
             self._anchor.forget()  # the reported size no longer fits the edited messages
-            self._synced = False
+            # Only results past where the scan began: the messages before it hold
+            # none that is due (so no block shared with one truncated here either).
+            self._edited(scan.read_from, messages)
         scan.settle(len(undo) == due)
         if len(undo) < due:
             self._touched = True  # a call again might truncate more
@@ -687,7 +715,11 @@ class CompactorBase(Generic[ProviderT]):
         tail (see :mod:`~bareagent_compact.oversize`), adding to ``undo``."""
         options = self._options
         handles = cut_handles(self._session_id, options.archive)  # recall handles
-        planned = self._oversize.plan(messages, options.derived.max_message_tokens, handles)
+        if self._changes is None:
+            self._oversize = OversizeScan()  # what changed is not known: read it all
+        planned = self._oversize.plan(
+            messages, options.derived.max_message_tokens, handles, self._changes
+        )
         if not planned:
             return
         self._touched = True
@@ -696,7 +728,7 @@ class CompactorBase(Generic[ProviderT]):
         if keep is not None and not any(keep):
             return
         cut = apply_micro(planned, keep)
-        self._synced = False
+        self._edited(0, messages)
         logger.info("cut %d oversize text(s) to their head and tail", len(cut))
         undo += cut
         self._anchor.forget()
@@ -947,7 +979,7 @@ class CompactorBase(Generic[ProviderT]):
         """The rebuilt history's result; nothing here may raise, the summary is in
         hand and the history rebuilt."""
         self._anchor.forget()
-        self._synced = False
+        self._edited(0, messages)
         self._micro_scan.reset()  # the positions it knew are gone
         after = self._count_history(messages)
         threshold = self._options.threshold
@@ -1215,6 +1247,7 @@ class CompactorBase(Generic[ProviderT]):
     def _forget_history(self) -> None:
         self._history.forget()
         self._idle = False
+        self._oversize = OversizeScan()
 
     # --------------------------------------------------------------------- undo
 
