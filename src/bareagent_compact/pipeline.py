@@ -583,7 +583,7 @@ class CompactorBase(Generic[ProviderT]):
             planned = select_micro(
                 planned,
                 policy,
-                lambda: force or self._count_read(self._live(messages)) > self.threshold,
+                lambda: force or self._count_history(messages) > self.threshold,
             )
         if not planned:
             return []
