@@ -308,11 +308,16 @@ class MicroOptions(NamedTuple):
     ``exclude_tools``: tool names whose results are never truncated.
     ``clear_at_least``: estimated tokens a rewrite must free; below that nothing is
     truncated unless the history is over the threshold (``0``: every turn).
+    ``short_over_threshold``: over the threshold (or forced), results shorter than
+    ``min_chars`` are truncated too (those their marker shrinks), so that the history
+    left is no larger than the specification's would be (the ``cache-friendly``
+    preset's, unless ``micro_min_chars`` is given).
     """
 
     min_chars: int | None = None
     exclude_tools: frozenset[str] = frozenset()
     clear_at_least: int = 0
+    short_over_threshold: bool = False
 
     @property
     def is_spec(self) -> bool:
@@ -327,13 +332,17 @@ class Preset(NamedTuple):
     min_chars: int | None
     clear_fraction: float
     """``clear_at_least`` as a fraction of the compactor's threshold."""
+    short_over_threshold: bool = False
+    """:attr:`MicroOptions.short_over_threshold`, unless ``micro_min_chars`` is given."""
 
 
-CACHE_FRIENDLY: Final = Preset(keep_recent=1, min_chars=2000, clear_fraction=0.3)
-"""``micro="cache-friendly"``: keep the newest result unit whole, never truncate a
-result under 2,000 characters (nor grow one), and rewrite old results only when
-that frees 0.3 x threshold or the history is over the threshold (values chosen
-by measurement, see ``docs/performance.md``)."""
+CACHE_FRIENDLY: Final = Preset(
+    keep_recent=1, min_chars=2000, clear_fraction=0.3, short_over_threshold=True
+)
+"""``micro="cache-friendly"``: keep the newest result unit whole, leave results under
+2,000 characters whole (and never grow one) until the history is over the threshold,
+and rewrite old results only when that frees 0.3 x threshold or the history is over
+the threshold (values chosen by measurement, see ``docs/performance.md``)."""
 
 _PRESETS: Final = {
     MICRO_SPEC: Preset(DEFAULT_KEEP_RECENT, None, 0.0),
@@ -374,12 +383,15 @@ def resolve_micro(
     if preset is None:
         raise ValueError(f"micro must be one of {sorted(_PRESETS)}, got {micro!r}")
     keep = preset.keep_recent if keep_recent is None else check_keep_recent(keep_recent)
+    short_over_threshold = preset.short_over_threshold and min_chars is None
     min_chars = preset.min_chars if min_chars is None else check_int("micro_min_chars", min_chars)
     if clear_at_least is None:
         clear_at_least = round(preset.clear_fraction * threshold)
     else:
         clear_at_least = check_int("clear_at_least", clear_at_least)
-    return keep, MicroOptions(min_chars, check_exclude_tools(exclude_tools), clear_at_least)
+    return keep, MicroOptions(
+        min_chars, check_exclude_tools(exclude_tools), clear_at_least, short_over_threshold
+    )
 
 
 def _freed_quarters(due: Due) -> int:
@@ -406,8 +418,20 @@ def select_micro(
     the rest or none: all when together they free at least that many estimated
     tokens or when ``must_clear()`` says so (the history is over the threshold,
     or a full compaction is forced), so the prefix of the history changes rarely
-    and in one go.
+    and in one go. With ``short_over_threshold``, when ``must_clear()`` says so the
+    short results go too (all but those a marker would not shrink).
     """
+    if options.short_over_threshold and planned:
+        if must_clear():
+            return _all_shrinking(planned, options.exclude_tools)
+        must_clear = _not_over  # asked once per call
+    return _select(planned, options, must_clear)
+
+
+def _select(
+    planned: Sequence[Due], options: MicroOptions, must_clear: Callable[[], bool]
+) -> list[Due]:
+    """:func:`select_micro` with ``min_chars`` applied whatever the count."""
     chosen = _eligible(planned, options)
     if not chosen or (options.min_chars is None and not options.clear_at_least):
         return chosen
@@ -419,6 +443,16 @@ def select_micro(
     if quarters_to_tokens(sum(freed)) >= options.clear_at_least or must_clear():
         return chosen
     return []
+
+
+def _not_over() -> bool:
+    return False
+
+
+def _all_shrinking(planned: Sequence[Due], exclude: frozenset[str]) -> list[Due]:
+    """The planned results not of an excluded tool that their marker shrinks."""
+    chosen = [due for due in planned if due.record["tool_name"] not in exclude]
+    return _shrinking(chosen, [_freed_quarters(due) for due in chosen])[0]
 
 
 def _eligible(planned: Sequence[Due], options: MicroOptions) -> list[Due]:
