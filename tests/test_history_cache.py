@@ -585,7 +585,7 @@ class Session:
         for index in range(self.calls):
             self.log.append(f"-- before call {index}:")
             self.mutate()
-            force = rng.random() < 0.05
+            force = rng.random() < 0.05 or index == self.calls // 2  # one /compact at least
             instructions = self.turns.words(1, 5) if rng.random() < 0.05 else None
             self.log.append(f"call(force={force}, instructions={instructions is not None})")
             result = await self.call(index, force, instructions)
