@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import add, attrgetter, eq, mul, ne, not_, sub
 from typing import Any, Final
 
@@ -443,6 +443,7 @@ class UsageLedger:
         self._ids: list[int] = []
         self._resolved: list[_Entry] = []
         self._copies: list[Any] = []  # the copies of the last list resolved, in order
+        self._by_content: dict[int, _Entry] | None = None  # see _content_map
         self._overhead = 0.0
         self._reported = False
         self._calibration = _Calibration(_PRIOR)
@@ -512,13 +513,22 @@ class UsageLedger:
             resolved.append(entry)
             copies.append(entry.copy)
         self._ids = ids
+        for entry in left:
+            if by_content.get(entry.key) is entry:
+                del by_content[entry.key]
+        for entry in map(resolved.__getitem__, chain(edited, range(known, len(ids)))):
+            by_content[entry.key] = entry
         if self._provisional and any(e.provisional for e in left):
             self._provisional = [e for e in self._provisional if entries.get(id(e.message)) is e]
         return resolved
 
     def _content_map(self) -> dict[int, _Entry]:
-        known = list(self._entries.values())
-        return dict(zip(map(_KEY_OF, known), known, strict=True))
+        """The entries of the last list by the hash of their content (kept between
+        calls; built again after a reorder or a renewal)."""
+        if self._by_content is None:
+            known = list(self._entries.values())
+            self._by_content = dict(zip(map(_KEY_OF, known), known, strict=True))
+        return self._by_content
 
     def _reorder(self, ids: list[int], resolved: list[_Entry]) -> None:
         """Keep exactly ``resolved``, every message known and unchanged (some may have
@@ -526,6 +536,7 @@ class UsageLedger:
         if ids != self._ids:
             self._ids = ids
             self._entries = dict(zip(ids, resolved, strict=True))
+            self._by_content = None
             self._provisional = [e for e in self._provisional if e in resolved]
 
     def _renew(
@@ -542,6 +553,7 @@ class UsageLedger:
         before = len(self._entries)
         self._ids = ids
         self._entries = entries = dict(zip(ids, resolved, strict=True))
+        self._by_content = None
         if self._provisional and len(entries) - len(created) < before:
             # What left the history is not kept.
             self._provisional = [e for e in self._provisional if entries.get(id(e.message)) is e]

@@ -232,9 +232,7 @@ class _Attempt:
     def quiet(self, reason: Reason | None = None) -> CompactionResult:
         """No full compaction: what micro-compaction did, and why not."""
         action = Action.MICRO if self.truncated else Action.NONE
-        return CompactionResult(
-            action, self.tokens, self.tokens, self.truncated, reason=reason
-        )
+        return CompactionResult(action, self.tokens, self.tokens, self.truncated, reason=reason)
 
 
 ProviderT = TypeVar("ProviderT")
@@ -486,13 +484,14 @@ class CompactorBase(Generic[ProviderT]):
         """What the server reads of the history, found reading only appended messages."""
         return dialects.live_view(messages, self._server_scan.index(messages))
 
-    def _count_history(self, messages: MutableSequence[Any]) -> int:
-        """The count of the whole history, the one the trigger compares."""
+    def _count_history(self, messages: MutableSequence[Any], cached: bool = True) -> int:
+        """The count of the whole history, the one the trigger compares (``cached``:
+        with the history cache's weights, brought up to date if needed)."""
         live = self._live(messages)
         ledger = self._ledger
         if ledger is None:
             return self._anchor.count(live, self._count_read)
-        if not ledger.reported and live is messages and self._in_sync(messages):
+        if not ledger.reported and live is messages and cached and self._in_sync(messages):
             return self._history.tokens(messages)  # the estimate, weighing what is new
         return ledger.count(list(live))
 
@@ -669,14 +668,13 @@ class CompactorBase(Generic[ProviderT]):
             self._anchor.forget()
         return cleared
 
-    def _micro(
-        self, messages: MutableSequence[Any], force: bool
-    ) -> Generator[Request, Any, Undo]:
+    def _micro(self, messages: MutableSequence[Any], force: bool) -> Generator[Request, Any, Undo]:
         """Step 1: micro-compaction, always. Its scan also notices SDK objects, which
         are converted once, in place, before anything else reads them."""
         options = self._options
         keep_recent = options.derived.keep_recent
         scan = self._micro_scan
+        cached = not self._history.empty  # else copied once, at the end of the call
         planned = plan_micro(messages, keep_recent, scan)
         if planned is None:
             scan.reset()
@@ -690,7 +688,9 @@ class CompactorBase(Generic[ProviderT]):
             # Over the threshold (or forced) everything eligible is cleared before
             # the full compaction is decided on.
             planned = select_micro(
-                planned, policy, lambda: force or self._count_history(messages) > self.threshold
+                planned,
+                policy,
+                lambda: force or self._count_history(messages, cached) > self.threshold,
             )
         if not planned:
             scan.settle(not due)
@@ -816,7 +816,7 @@ class CompactorBase(Generic[ProviderT]):
             self._trigger.tell(
                 logging.WARNING,
                 "history is over the threshold but holds nothing new to summarise "
-                "(the pending message itself is large)"
+                "(the pending message itself is large)",
             )
             return attempt.quiet(Reason.NOTHING_NEW)
         # The prompt and the system messages' copies are made before anything is
@@ -885,9 +885,9 @@ class CompactorBase(Generic[ProviderT]):
             return plan
         heading = self._options.derived.instructions_heading
         system = plan.system_prompt + "\n\n" + heading + "\n".join(texts)
-        prompt = None if plan.prompt is None else [
-            {"role": "system", "content": system}, plan.prompt[1]
-        ]
+        prompt = (
+            None if plan.prompt is None else [{"role": "system", "content": system}, plan.prompt[1]]
+        )
         return replace(plan, system_prompt=system, prompt=prompt, focus="\n".join(texts))
 
     def _snapshot(
