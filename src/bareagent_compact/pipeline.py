@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Generator, Iterable, Iterator, MutableSequence, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Final, Generic, TypeVar, cast, overload
@@ -72,6 +72,7 @@ from bareagent_compact.rebuild import (
 )
 from bareagent_compact.recall import (
     DEFAULT_RECALL_LIMIT,
+    HANDLE_KEY,
     answer_recall,
     archive_reader,
     check_span,
@@ -83,10 +84,13 @@ from bareagent_compact.requests import (
     CollectRequest,
     HookRequest,
     Outcome,
+    Queued,
     Request,
     SaveRequest,
     StartRequest,
     Steps,
+    WaitRequest,
+    archive_behind,
     close_awaitable,
     is_async_callable,
 )
@@ -215,6 +219,25 @@ def _not_undoable(current: list[Any], result: CompactionResult) -> str:
         "the history is not the one that compaction made (another list, or changed "
         "since other than by appending, e.g. by a later compaction); it cannot be undone"
     )
+
+
+class _Once:
+    """A question answered once, when first asked."""
+
+    __slots__ = ("_answer", "_question")
+
+    def __init__(self, question: Callable[[], bool]) -> None:
+        self._question: Callable[[], bool] | None = question
+        self._answer = False
+
+    def __call__(self) -> bool:
+        if self._question is not None:
+            self._answer, self._question = self._question(), None
+        return self._answer
+
+    def asked_if(self, needed: bool) -> bool:
+        """The answer when ``needed``, else ``False`` without asking."""
+        return needed and self()
 
 
 @dataclass(slots=True)
@@ -364,6 +387,7 @@ class CompactorBase(Generic[ProviderT]):
         self._server_scan = dialects.ServerScan()  # where the part the server reads begins
         self._history = HistoryCache()  # copies of the last history seen, and weights
         self._micro_scan = MicroScan()  # how far no result is due for truncation
+        self._behind: dict[str, Queued] = {}  # records with the archive's writer, by handle
         self._idle = False  # a call on the history as the cache holds it would change nothing
         self._touched = False  # whether this call planned a change of the history
         self._synced = False  # whether the cache holds the history as it is now
@@ -384,6 +408,8 @@ class CompactorBase(Generic[ProviderT]):
             checker.check_session_id(self._session_id)
         self._check_plugins(options)
         custom = self._options.derived.custom_counter
+        if options.archive != self._options.archive:
+            self._behind.clear()  # another archive: what the old one writes is not read
         self._options = options
         self._idle = False
         self._micro_scan.reset()
@@ -671,8 +697,7 @@ class CompactorBase(Generic[ProviderT]):
             return []
         keep = None
         if options.archive is not None:
-            outcomes = yield ArchiveRequest(self._archive_records(planned))
-            keep = [_archived(outcome) for outcome in outcomes]
+            keep = yield from self._archive_due(messages, planned, force)
         undo = apply_micro(planned, keep)
         if undo:
             self._anchor.forget()  # the reported size no longer fits the edited messages
@@ -681,6 +706,93 @@ class CompactorBase(Generic[ProviderT]):
         if len(undo) < due:
             self._touched = True  # a call again might truncate more
         return undo
+
+    def _archive_due(
+        self, messages: MutableSequence[Any], planned: list[Due], force: bool
+    ) -> Generator[Request, Any, list[bool]]:
+        """Which planned results may be truncated now: those whose record is durably
+        archived. An archive that writes behind (a store opened with
+        ``write_behind=True``) gets the records handed to its writer, and their
+        results stay whole until a later call finds them durable (see
+        :meth:`_write_behind`)."""
+        if self._behind or archive_behind(self._options.archive) is not None:
+            return (yield from self._write_behind(messages, planned, force))
+        outcomes = yield ArchiveRequest(self._archive_records(planned))
+        return [_archived(outcome) for outcome in outcomes]
+
+    def _write_behind(
+        self, messages: MutableSequence[Any], planned: list[Due], force: bool
+    ) -> Generator[Request, Any, list[bool]]:
+        """Truncate what the writer made durable since an earlier call; hand it the
+        new records without waiting. A call that may fire a full compaction (forced,
+        or over the threshold or the background watermark) waits for the writer
+        instead, so that the compaction sees the history it would without it. A
+        record the writer failed on is warned about and handed over again."""
+        urgent = _Once(partial(self._may_fire, messages, force))
+        queued = [self._behind.get(due.record.get(HANDLE_KEY, "")) for due in planned]
+        waiting = [held.ticket for held in queued if held is not None]
+        if urgent.asked_if(any(not ticket.done() for ticket in waiting)):
+            yield WaitRequest(waiting)
+        keep, fresh = self._written(planned, queued)
+        if fresh:
+            records = self._archive_records([planned[position] for position in fresh])
+            wait = archive_behind(self._options.archive) is None or urgent()
+            outcomes = yield ArchiveRequest(records, wait)
+            for position, outcome in zip(fresh, outcomes, strict=True):
+                keep[position] = self._durable(planned[position], outcome)
+        self._forget_written(planned)
+        return keep
+
+    def _written(
+        self, planned: list[Due], queued: list[Queued | None]
+    ) -> tuple[list[bool], list[int]]:
+        """Which planned results the writer made durable, and the positions of those
+        to hand over (new, or failed: warned about and handed over again)."""
+        keep = [False] * len(planned)
+        fresh: list[int] = []
+        for position, held in enumerate(queued):
+            settled = None if held is None else held.settled()
+            if settled is not None:
+                del self._behind[planned[position].record[HANDLE_KEY]]
+                keep[position] = _archived(settled)
+            if held is None or (settled is not None and not keep[position]):
+                fresh.append(position)
+        return keep, fresh
+
+    def _durable(self, due: Due, outcome: Outcome) -> bool:
+        """Whether the record of ``due`` is durable now; one handed to the writer is
+        remembered by its handle until a later call finds it written."""
+        value = outcome.value
+        if not outcome.failed and isinstance(value, Queued):
+            settled = value.settled()
+            if settled is None:
+                handle = due.record.get(HANDLE_KEY)
+                if isinstance(handle, str):
+                    self._behind[handle] = value
+                return False
+            outcome = settled
+        return _archived(outcome)
+
+    def _forget_written(self, planned: list[Due]) -> None:
+        """Drop the writer's records done with and no longer planned (their results
+        were replaced or removed meanwhile)."""
+        behind = self._behind
+        if not behind:
+            return
+        current = {due.record.get(HANDLE_KEY) for due in planned}
+        for handle in [h for h, q in behind.items() if h not in current and q.ticket.done()]:
+            del behind[handle]
+
+    def _may_fire(self, messages: MutableSequence[Any], force: bool) -> bool:
+        """Whether this call may start a full compaction (or a background summary)."""
+        if force:
+            return True
+        options = self._options
+        tokens = self._count_history(messages)
+        watermark = None if self._pending is not None else options.derived.background_tokens
+        return tokens > options.threshold or starts_early(
+            tokens, options.threshold, watermark, False
+        )
 
     def _cut(self, messages: MutableSequence[Any], undo: Undo) -> Generator[Request, Any, None]:
         """Step 1, continued: cut each text over ``max_message_tokens`` to its head and
