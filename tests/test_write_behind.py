@@ -32,7 +32,7 @@ from bareagent_compact import AsyncCompactor, Compactor, JsonlTranscriptManager,
 from bareagent_compact.micro import is_truncated
 from bareagent_compact.recall import make_handle
 from bareagent_compact.requests import archive_behind
-from bareagent_compact.stores.behind import ArchiveWriter
+from bareagent_compact.stores.behind import ArchiveWriter, known
 from conftest import READABLE_STORES, tool_history, tool_round
 
 ROUNDS = 12
@@ -304,7 +304,7 @@ def test_a_record_the_writer_fails_on_stays_whole_with_the_warning_and_is_retrie
     assert all(compactor.recall(handles[f"t{turn}"]) == output(turn) for turn in range(TRUNCATED))
 
 
-def test_a_record_that_cannot_be_encoded_is_warned_about_in_its_own_call(
+def test_a_call_with_a_record_that_cannot_be_encoded_archives_and_waits(
     store: tuple[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     _, mgr = store
@@ -316,11 +316,12 @@ def test_a_record_that_cannot_be_encoded_is_warned_about_in_its_own_call(
     content = [{"type": "text", "text": "x" * 5000, "extra": deep}]
     messages = tool_history(ROUNDS, output=lambda turn: content if turn == 2 else output(turn))
     compactor = Compactor(lambda prompt: "S", None, 10**9, "alpha", archive=mgr.archive)
-    assert compactor(messages).truncated == 0
-    assert warnings(caplog) == [FAILED]
-    mgr.flush()
+    # Without a handle its result could not be found again later: the call waits,
+    # as without write-behind, and the others are truncated at once.
     assert compactor(messages).truncated == TRUNCATED - 1
+    assert warnings(caplog) == [FAILED]
     assert results(messages)["t2"] is content
+    assert len(mgr.load_archive("alpha")) == TRUNCATED - 1
 
 
 # -- flush, close, exit ----------------------------------------------------------------------
@@ -357,11 +358,11 @@ def test_the_queue_is_bounded(tmp_path: Path) -> None:
         written.extend(items)
 
     writer: ArchiveWriter[int] = ArchiveWriter(write, limit=4)
-    first = writer.submit([1, 2, 3])
+    first = writer.submit([known(1), known(2), known(3)])
     with pytest.raises(queue.Full):
-        writer.submit([4, 5], block=False)
-    fourth = writer.submit([4], block=False)
-    late = threading.Thread(target=writer.submit, args=([5, 6],))
+        writer.submit([known(4), known(5)], block=False)
+    fourth = writer.submit([known(4)], block=False)
+    late = threading.Thread(target=writer.submit, args=([known(5), known(6)],))
     late.start()
     late.join(0.05)
     assert late.is_alive()  # waits for room
@@ -403,20 +404,20 @@ def test_a_store_left_open_is_flushed_at_exit(tmp_path: Path) -> None:
 def test_a_forked_child_fails_what_the_parent_queued(tmp_path: Path) -> None:
     script = (
         "import os, sys, threading\n"
-        "from bareagent_compact.stores.behind import ArchiveWriter\n"
+        "from bareagent_compact.stores.behind import ArchiveWriter, known\n"
         "gate, written = threading.Event(), []\n"
         "def write(items):\n"
         "    gate.wait(10)\n"
         "    written.extend(items)\n"
         "writer = ArchiveWriter(write)\n"
-        "taken = writer.submit([1])\n"
-        "queued = writer.submit([2])\n"
+        "taken = writer.submit([known(1)])\n"
+        "queued = writer.submit([known(2)])\n"
         "pid = os.fork()\n"
         "if pid == 0:\n"
         "    assert isinstance(taken.exception(5), OSError)\n"
         "    assert isinstance(queued.exception(5), OSError)\n"
         "    gate.set()\n"
-        "    assert writer.submit([3]).result(5) == [None] and written == [3]\n"
+        "    assert writer.submit([known(3)]).result(5) == [None] and written == [3]\n"
         "    os._exit(0)\n"
         "gate.set()\n"
         "_, status = os.waitpid(pid, 0)\n"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Generator, Iterable, Iterator, MutableSequence, Sequence
+from collections.abc import Generator, Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Final, Generic, TypeVar, cast, overload
@@ -211,6 +211,13 @@ def _archived(outcome: Outcome, kept: str = "tool result kept untruncated") -> b
     return True
 
 
+def _waits(records: list[ArchiveRecord], force: bool, behind: bool) -> bool:
+    """Whether to archive ``records`` and wait for them: a forced call, an archive
+    that does not write behind (any more), or a record without a handle (its
+    content cannot be encoded; it could not be found again by a later call)."""
+    return force or not behind or any(HANDLE_KEY not in record for record in records)
+
+
 def _not_undoable(current: list[Any], result: CompactionResult) -> str:
     """Why ``result`` cannot be undone on the history ``current``."""
     if appended_only(current, result.replaced):
@@ -219,25 +226,6 @@ def _not_undoable(current: list[Any], result: CompactionResult) -> str:
         "the history is not the one that compaction made (another list, or changed "
         "since other than by appending, e.g. by a later compaction); it cannot be undone"
     )
-
-
-class _Once:
-    """A question answered once, when first asked."""
-
-    __slots__ = ("_answer", "_question")
-
-    def __init__(self, question: Callable[[], bool]) -> None:
-        self._question: Callable[[], bool] | None = question
-        self._answer = False
-
-    def __call__(self) -> bool:
-        if self._question is not None:
-            self._answer, self._question = self._question(), None
-        return self._answer
-
-    def asked_if(self, needed: bool) -> bool:
-        """The answer when ``needed``, else ``False`` without asking."""
-        return needed and self()
 
 
 @dataclass(slots=True)
@@ -388,6 +376,7 @@ class CompactorBase(Generic[ProviderT]):
         self._history = HistoryCache()  # copies of the last history seen, and weights
         self._micro_scan = MicroScan()  # how far no result is due for truncation
         self._behind: dict[str, Queued] = {}  # records with the archive's writer, by handle
+        self._kept_whole: list[tuple[Due, Queued]] = []  # this call's, for the writer
         self._idle = False  # a call on the history as the cache holds it would change nothing
         self._touched = False  # whether this call planned a change of the history
         self._synced = False  # whether the cache holds the history as it is now
@@ -572,8 +561,9 @@ class CompactorBase(Generic[ProviderT]):
         undo = yield from self._micro(messages, force)
         try:
             yield from self._cut(messages, undo)
+            tokens = yield from self._catch_up(messages, undo)
             prefix_changed = changes_prefix(messages, undo)
-            result = yield from self._full(messages, force, len(undo), instructions)
+            result = yield from self._full(messages, force, len(undo), instructions, tokens)
         except GeneratorExit:
             # The driver gave up (cancelled or interrupted) during a request: the
             # history goes back exactly as it was, and what was cut is looked at again.
@@ -677,6 +667,7 @@ class CompactorBase(Generic[ProviderT]):
         options = self._options
         keep_recent = options.derived.keep_recent
         scan = self._micro_scan
+        self._kept_whole = []
         planned = plan_micro(messages, keep_recent, scan)
         if planned is None:
             scan.reset()
@@ -697,7 +688,7 @@ class CompactorBase(Generic[ProviderT]):
             return []
         keep = None
         if options.archive is not None:
-            keep = yield from self._archive_due(messages, planned, force)
+            keep = yield from self._archive_due(planned, force)
         undo = apply_micro(planned, keep)
         if undo:
             self._anchor.forget()  # the reported size no longer fits the edited messages
@@ -708,36 +699,36 @@ class CompactorBase(Generic[ProviderT]):
         return undo
 
     def _archive_due(
-        self, messages: MutableSequence[Any], planned: list[Due], force: bool
+        self, planned: list[Due], force: bool
     ) -> Generator[Request, Any, list[bool]]:
         """Which planned results may be truncated now: those whose record is durably
         archived. An archive that writes behind (a store opened with
         ``write_behind=True``) gets the records handed to its writer, and their
-        results stay whole until a later call finds them durable (see
+        results stay whole until the writer has written them (see
         :meth:`_write_behind`)."""
-        if self._behind or archive_behind(self._options.archive) is not None:
-            return (yield from self._write_behind(messages, planned, force))
+        behind = archive_behind(self._options.archive) is not None
+        if behind or self._behind:
+            return (yield from self._write_behind(planned, force, behind))
         outcomes = yield ArchiveRequest(self._archive_records(planned))
         return [_archived(outcome) for outcome in outcomes]
 
     def _write_behind(
-        self, messages: MutableSequence[Any], planned: list[Due], force: bool
+        self, planned: list[Due], force: bool, behind: bool
     ) -> Generator[Request, Any, list[bool]]:
-        """Truncate what the writer made durable since an earlier call; hand it the
-        new records without waiting. A call that may fire a full compaction (forced,
-        or over the threshold or the background watermark) waits for the writer
-        instead, so that the compaction sees the history it would without it. A
-        record the writer failed on is warned about and handed over again."""
-        urgent = _Once(partial(self._may_fire, messages, force))
+        """Truncate what the writer made durable since an earlier call, and hand it
+        the new records; their results stay whole (held for :meth:`_catch_up`). A
+        forced call waits for the writer. A record the writer failed on is warned
+        about and handed over again; one without a handle (its content cannot be
+        encoded) is archived and waited for, as without write-behind (and so is
+        every record once the archive no longer writes behind: not ``behind``)."""
         queued = [self._behind.get(due.record.get(HANDLE_KEY, "")) for due in planned]
         waiting = [held.ticket for held in queued if held is not None]
-        if urgent.asked_if(any(not ticket.done() for ticket in waiting)):
+        if force and waiting:
             yield WaitRequest(waiting)
         keep, fresh = self._written(planned, queued)
         if fresh:
             records = self._archive_records([planned[position] for position in fresh])
-            wait = archive_behind(self._options.archive) is None or urgent()
-            outcomes = yield ArchiveRequest(records, wait)
+            outcomes = yield ArchiveRequest(records, _waits(records, force, behind))
             for position, outcome in zip(fresh, outcomes, strict=True):
                 keep[position] = self._durable(planned[position], outcome)
         self._forget_written(planned)
@@ -752,6 +743,8 @@ class CompactorBase(Generic[ProviderT]):
         fresh: list[int] = []
         for position, held in enumerate(queued):
             settled = None if held is None else held.settled()
+            if held is not None and settled is None:
+                self._kept_whole.append((planned[position], held))
             if settled is not None:
                 del self._behind[planned[position].record[HANDLE_KEY]]
                 keep[position] = _archived(settled)
@@ -761,14 +754,13 @@ class CompactorBase(Generic[ProviderT]):
 
     def _durable(self, due: Due, outcome: Outcome) -> bool:
         """Whether the record of ``due`` is durable now; one handed to the writer is
-        remembered by its handle until a later call finds it written."""
+        remembered by its handle until the writer has written it."""
         value = outcome.value
         if not outcome.failed and isinstance(value, Queued):
             settled = value.settled()
             if settled is None:
-                handle = due.record.get(HANDLE_KEY)
-                if isinstance(handle, str):
-                    self._behind[handle] = value
+                self._behind[due.record[HANDLE_KEY]] = value
+                self._kept_whole.append((due, value))
                 return False
             outcome = settled
         return _archived(outcome)
@@ -783,12 +775,33 @@ class CompactorBase(Generic[ProviderT]):
         for handle in [h for h, q in behind.items() if h not in current and q.ticket.done()]:
             del behind[handle]
 
-    def _may_fire(self, messages: MutableSequence[Any], force: bool) -> bool:
-        """Whether this call may start a full compaction (or a background summary)."""
-        if force:
-            return True
-        options = self._options
+    def _catch_up(self, messages: MutableSequence[Any], undo: Undo) -> Generator[Request, Any, int]:
+        """Step 1, last, then the count of the history for the trigger: when this
+        call left results whole for the writer and may fire a full compaction (over
+        the threshold, or the background watermark), wait for the writer and
+        truncate those now durable (adding to ``undo``), so that the compaction
+        sees the history it would see without write-behind."""
+        held, self._kept_whole = self._kept_whole, []
         tokens = self._count_history(messages)
+        if not held or not self._may_fire(tokens):
+            return tokens
+        yield WaitRequest([queued.ticket for _, queued in held])
+        keep = []
+        for due, queued in held:
+            self._behind.pop(due.record[HANDLE_KEY], None)
+            keep.append(_archived(queued.settled() or Outcome(reason="not written")))
+        done = apply_micro([due for due, _ in held], keep)
+        if not done:
+            return tokens
+        undo += done
+        self._anchor.forget()
+        self._synced = False
+        return self._count_history(messages)
+
+    def _may_fire(self, tokens: int) -> bool:
+        """Whether a call at ``tokens`` may start a full compaction (or a background
+        summary)."""
+        options = self._options
         watermark = None if self._pending is not None else options.derived.background_tokens
         return tokens > options.threshold or starts_early(
             tokens, options.threshold, watermark, False
@@ -843,9 +856,11 @@ class CompactorBase(Generic[ProviderT]):
         force: bool,
         truncated: int,
         instructions: str | None,
+        tokens: int,
     ) -> Steps:
-        """Steps 2-8: plan, consult the hook, snapshot, summarize, check, rebuild, commit."""
-        attempt = _Attempt(force, self._count_history(messages), truncated)
+        """Steps 2-8: plan, consult the hook, snapshot, summarize, check, rebuild, commit;
+        ``tokens``: the history's count."""
+        attempt = _Attempt(force, tokens, truncated)
         self._trigger.calls += 1
         if self._pending is not None:
             swapped = yield from self._swap(messages, attempt)

@@ -1,12 +1,13 @@
 """Write-behind for the stores' archives: records written off the caller's thread.
 
-A store opened with ``write_behind=True`` encodes the records on the caller's
-thread and hands them to an :class:`ArchiveWriter`: one thread per store that
-takes everything queued, writes it with one group commit (one ``fsync`` per
-archive file, one transaction) and reports each record's outcome on the
-:class:`~concurrent.futures.Future` its submission got. The queue is bounded:
-a submission waits (or, asked not to block, raises ``queue.Full``) while
-``WRITE_BEHIND_QUEUE`` records wait to be written.
+A store opened with ``write_behind=True`` hands the records to an
+:class:`ArchiveWriter`: one thread per store that takes everything queued,
+encodes it (a record whose content is a list of blocks is encoded on the
+caller's thread, before anything can change it), writes it with one group
+commit (one ``fsync`` per archive file, one transaction) and reports each
+record's outcome on the :class:`~concurrent.futures.Future` its submission
+got. The queue is bounded: a submission waits (or, asked not to block, raises
+``queue.Full``) while ``WRITE_BEHIND_QUEUE`` records wait to be written.
 
 The thread starts on the first submission and ends after ``IDLE_SECONDS``
 without work, or on ``close()``; ``flush()`` waits for what is queued, and
@@ -24,9 +25,12 @@ import os
 import queue
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from functools import partial
 from typing import Any, Final, Generic, TypeAlias, TypeVar
+
+from bareagent_compact.protocols import ArchiveRecord
 
 __all__ = [
     "IDLE_SECONDS",
@@ -34,6 +38,8 @@ __all__ = [
     "ArchiveWriter",
     "Ticket",
     "commit",
+    "encoders",
+    "known",
     "wait",
     "write_now",
 ]
@@ -53,7 +59,7 @@ Ticket: TypeAlias = "Future[list[BaseException | None]]"
 """What a submission gets: done once every record of it was written or failed,
 with one entry per record (``None``: durable; else the exception)."""
 
-_Job: TypeAlias = "tuple[Future[list[BaseException | None]], list[E]]"
+_Job: TypeAlias = "tuple[Future[list[BaseException | None]], list[Callable[[], E]]]"
 
 _WRITERS: Final[weakref.WeakSet[ArchiveWriter[Any]]] = weakref.WeakSet()
 
@@ -86,9 +92,10 @@ class ArchiveWriter(Generic[E]):
         self._thread: threading.Thread | None = None
         self._stopping = False
 
-    def submit(self, items: list[E], *, block: bool = True) -> Ticket:
-        """Queue ``items``; their future. Waits while the queue is full, or raises
-        ``queue.Full`` when ``block`` is false."""
+    def submit(self, items: list[Callable[[], E]], *, block: bool = True) -> Ticket:
+        """Queue records (each as the function that encodes it, see :func:`encoders`);
+        their future. Waits while the queue is full, or raises ``queue.Full`` when
+        ``block`` is false."""
         ticket: Ticket = Future()
         with self._changed:
             while self._queued and self._queued + len(items) > self._limit:
@@ -172,23 +179,36 @@ class ArchiveWriter(Generic[E]):
 
 
 def commit(write: Callable[[list[E]], object], jobs: list[_Job[E]]) -> None:
-    """Write the records of ``jobs`` in one group and report each; when the group
-    fails and held more than one, each is written on its own, so that one record
-    the store refuses fails alone."""
+    """Encode the records of ``jobs``, write them in one group and report each; when
+    the group fails and held more than one, each is written on its own, so that
+    one record the store refuses fails alone."""
     live = [job for job in jobs if job[0].set_running_or_notify_cancel()]
-    errors: list[list[BaseException | None]] = [[None] * len(items) for _, items in live]
-    group = [item for _, items in live for item in items]
+    encoded = [_encode(items) for _, items in live]
+    group = [value for values, _ in encoded for value in values if value is not None]
     failure = _attempt(write, group) if group else None
     if failure is not None:
-        _retry(write, live, errors, failure, len(group))
-    for (ticket, _), outcome in zip(live, errors, strict=True):
-        ticket.set_result(outcome)
+        _retry(write, encoded, failure, len(group))
+    for (ticket, _), (_, errors) in zip(live, encoded, strict=True):
+        ticket.set_result(errors)
+
+
+def _encode(items: list[Callable[[], E]]) -> tuple[list[E | None], list[BaseException | None]]:
+    """Each item's encoded record, or ``None`` and the exception encoding it raised."""
+    values: list[E | None] = []
+    errors: list[BaseException | None] = []
+    for item in items:
+        try:
+            values.append(item())
+            errors.append(None)
+        except Exception as exc:
+            values.append(None)
+            errors.append(exc)
+    return values, errors
 
 
 def _retry(
     write: Callable[[list[E]], object],
-    live: list[_Job[E]],
-    errors: list[list[BaseException | None]],
+    encoded: list[tuple[list[E | None], list[BaseException | None]]],
     failure: BaseException,
     size: int,
 ) -> None:
@@ -196,12 +216,33 @@ def _retry(
     it held more than one, what writing each alone gave."""
     if size > 1:
         logger.info("writing %d archive records failed; writing them one by one", size)
-    for (_, items), outcome in zip(live, errors, strict=True):
-        for position, item in enumerate(items):
-            outcome[position] = failure if size == 1 else _attempt(write, [item])
+    for values, errors in encoded:
+        for position, value in enumerate(values):
+            if value is not None:
+                errors[position] = failure if size == 1 else _attempt(write, [value])
 
 
-def write_now(write: Callable[[list[E]], object], items: list[E]) -> Ticket:
+def encoders(
+    encode: Callable[[ArchiveRecord], E], records: Sequence[ArchiveRecord]
+) -> list[Callable[[], E]]:
+    """What encodes each record: on the writer's thread when its content is a
+    ``str`` (which nothing can change meanwhile), else now (raising as ``encode``
+    does), so that later edits of a list of blocks do not reach the archive."""
+    found: list[Callable[[], E]] = []
+    for record in records:
+        if isinstance(record, dict) and type(record.get("content")) is str:
+            found.append(partial(encode, record))
+        else:
+            found.append(known(encode(record)))
+    return found
+
+
+def known(value: E) -> Callable[[], E]:
+    """An encoder of a record encoded already."""
+    return lambda: value
+
+
+def write_now(write: Callable[[list[E]], object], items: list[Callable[[], E]]) -> Ticket:
     """What :meth:`ArchiveWriter.submit` gives, written on the caller's thread."""
     ticket: Ticket = Future()
     commit(write, [(ticket, items)])

@@ -436,28 +436,30 @@ class JsonlTranscriptManager:
         if self._writer is None:
             self._write_archive(encoded)
         elif encoded:
-            from bareagent_compact.stores.behind import wait  # noqa: PLC0415
+            from bareagent_compact.stores.behind import known, wait  # noqa: PLC0415
 
-            wait(self._writer.submit(list(encoded)))
+            wait(self._writer.submit([known(item) for item in encoded]))
 
     def archive_behind(self, records: Sequence[ArchiveRecord], *, block: bool = True) -> Ticket:
         """Hand records to the writer thread (``write_behind=True``) and return at once.
 
-        The records are encoded here: one that cannot be encoded raises, and none
-        is handed over. The returned future is done once the writer has appended
-        and ``fsync``-ed them (in one group with whatever else it holds), with one
-        entry per record: ``None`` once it is durable, or the exception that kept
-        it from the archive (a failed group is written again record by record).
+        A record whose content is a ``str`` is encoded by the writer (do not
+        change the record after handing it over); any other is encoded here, and
+        one that cannot be encoded raises: none is handed over. The returned
+        future is done once the writer has appended and ``fsync``-ed them (in one
+        group with whatever else it holds), with one entry per record: ``None``
+        once it is durable, or the exception that kept it from the archive (a
+        failed group is written again record by record).
         Waits while the writer holds ``WRITE_BEHIND_QUEUE`` records, or with
         ``block=False`` raises ``queue.Full``. Without ``write_behind`` the records
         are written now and the future is done when this returns.
         """
-        from bareagent_compact.stores.behind import write_now  # noqa: PLC0415
+        from bareagent_compact.stores.behind import encoders, write_now  # noqa: PLC0415
 
-        encoded = [encode_archive_record(record) for record in records]
+        items = encoders(encode_archive_record, records)
         if self._writer is None:
-            return write_now(self._write_archive, encoded)
-        return self._writer.submit(encoded, block=block)
+            return write_now(self._write_archive, items)
+        return self._writer.submit(items, block=block)
 
     def _write_archive(self, encoded: Sequence[tuple[str, bytes]]) -> None:
         """Append encoded records to their sessions' archives, one write and one

@@ -480,20 +480,20 @@ class SqlTranscriptManager:
         if self._writer is None:
             self._insert_archive(encoded)
         elif encoded:
-            from bareagent_compact.stores.behind import wait  # noqa: PLC0415
+            from bareagent_compact.stores.behind import known, wait  # noqa: PLC0415
 
-            wait(self._writer.submit(list(encoded)))
+            wait(self._writer.submit([known(item) for item in encoded]))
 
     def archive_behind(self, records: Sequence[ArchiveRecord], *, block: bool = True) -> Ticket:
         """Hand records to the writer thread (``write_behind=True``) and return at once;
         the future is done once they are committed (see
         ``JsonlTranscriptManager.archive_behind``)."""
-        from bareagent_compact.stores.behind import write_now  # noqa: PLC0415
+        from bareagent_compact.stores.behind import encoders, write_now  # noqa: PLC0415
 
-        encoded = [_encode_archive_record(record) for record in records]
+        items = encoders(_encode_archive_record, records)
         if self._writer is None:
-            return write_now(self._insert_archive, encoded)
-        return self._writer.submit(encoded, block=block)
+            return write_now(self._insert_archive, items)
+        return self._writer.submit(items, block=block)
 
     @property
     def write_behind(self) -> bool:
