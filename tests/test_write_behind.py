@@ -28,7 +28,12 @@ from typing import Any
 import pytest
 
 import bareagent_compact
-from bareagent_compact import AsyncCompactor, Compactor, JsonlTranscriptManager, SqlTranscriptManager
+from bareagent_compact import (
+    AsyncCompactor,
+    Compactor,
+    JsonlTranscriptManager,
+    SqlTranscriptManager,
+)
 from bareagent_compact.micro import is_truncated
 from bareagent_compact.recall import make_handle
 from bareagent_compact.requests import archive_behind
@@ -466,9 +471,7 @@ def test_the_async_compactor_writes_behind(store: tuple[str, Any]) -> None:
     assert len(mgr.load_archive("alpha")) == TRUNCATED + 1
 
 
-def test_the_async_compactor_waits_for_room_in_a_worker_thread(
-    tmp_path: Path, gate: Gate
-) -> None:
+def test_the_async_compactor_waits_for_room_in_a_worker_thread(tmp_path: Path, gate: Gate) -> None:
     mgr = JsonlTranscriptManager(tmp_path, write_behind=True)
     assert mgr._writer is not None
     mgr._writer._limit = 2

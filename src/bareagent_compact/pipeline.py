@@ -753,16 +753,14 @@ class CompactorBase(Generic[ProviderT]):
         return keep, fresh
 
     def _durable(self, due: Due, outcome: Outcome) -> bool:
-        """Whether the record of ``due`` is durable now; one handed to the writer is
-        remembered by its handle until the writer has written it."""
+        """Whether the record of ``due`` is durable now; one just handed to the writer
+        is not yet (not even asked: the writer is starting on it), and is
+        remembered by its handle until a later look finds it written."""
         value = outcome.value
         if not outcome.failed and isinstance(value, Queued):
-            settled = value.settled()
-            if settled is None:
-                self._behind[due.record[HANDLE_KEY]] = value
-                self._kept_whole.append((due, value))
-                return False
-            outcome = settled
+            self._behind[due.record[HANDLE_KEY]] = value
+            self._kept_whole.append((due, value))
+            return False
         return _archived(outcome)
 
     def _forget_written(self, planned: list[Due]) -> None:
