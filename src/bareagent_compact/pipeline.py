@@ -746,7 +746,7 @@ class CompactorBase(Generic[ProviderT]):
             if held is not None and settled is None:
                 self._kept_whole.append((planned[position], held))
             if settled is not None:
-                del self._behind[planned[position].record[HANDLE_KEY]]
+                self._behind.pop(planned[position].record[HANDLE_KEY], None)
                 keep[position] = _archived(settled)
             if held is None or (settled is not None and not keep[position]):
                 fresh.append(position)
