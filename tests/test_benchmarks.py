@@ -89,10 +89,12 @@ def test_archive_benchmark_compares_per_record_and_batched_archives() -> None:
     for session in ("sequential", "parallel"):
         variants = results[session]["variants"]
         assert set(variants) == {
-            "none", "jsonl before", "jsonl after", "sqlite before", "sqlite after"
+            "none", "jsonl before", "jsonl after", "jsonl behind",
+            "sqlite before", "sqlite after", "sqlite behind",
         }  # fmt: skip
         assert results[session]["records"] > 0
         assert "wall_archive_share" in variants["jsonl after"]
+        assert "wall_archive_share" in variants["jsonl behind"]
     assert results["resumed"]["records"] > 0
     assert set(results["resumed"]["wall_x"]) == set(results["sequential"]["variants"])
 

@@ -72,6 +72,7 @@ from bareagent_compact.rebuild import (
 )
 from bareagent_compact.recall import (
     DEFAULT_RECALL_LIMIT,
+    HANDLE_KEY,
     answer_recall,
     archive_reader,
     check_span,
@@ -83,10 +84,13 @@ from bareagent_compact.requests import (
     CollectRequest,
     HookRequest,
     Outcome,
+    Queued,
     Request,
     SaveRequest,
     StartRequest,
     Steps,
+    WaitRequest,
+    archive_behind,
     close_awaitable,
     is_async_callable,
 )
@@ -205,6 +209,13 @@ def _archived(outcome: Outcome, kept: str = "tool result kept untruncated") -> b
         )
         return False
     return True
+
+
+def _waits(records: list[ArchiveRecord], force: bool, behind: bool) -> bool:
+    """Whether to archive ``records`` and wait for them: a forced call, an archive
+    that does not write behind (any more), or a record without a handle (its
+    content cannot be encoded; it could not be found again by a later call)."""
+    return force or not behind or any(HANDLE_KEY not in record for record in records)
 
 
 def _not_undoable(current: list[Any], result: CompactionResult) -> str:
@@ -362,6 +373,8 @@ class CompactorBase(Generic[ProviderT]):
         self._server_scan = dialects.ServerScan()  # where the part the server reads begins
         self._history = HistoryCache()  # copies of the last history seen, and weights
         self._micro_scan = MicroScan()  # how far no result is due for truncation
+        self._behind: dict[str, Queued] = {}  # records with the archive's writer, by handle
+        self._kept_whole: list[tuple[Due, Queued]] = []  # this call's, for the writer
         self._idle = False  # a call on the history as the cache holds it would change nothing
         self._touched = False  # whether this call planned a change of the history
         self._synced = False  # whether the cache holds the history as it is now
@@ -384,6 +397,8 @@ class CompactorBase(Generic[ProviderT]):
             checker.check_session_id(self._session_id)
         self._check_plugins(options)
         custom = self._options.derived.custom_counter
+        if options.archive != self._options.archive:
+            self._behind.clear()  # another archive: what the old one writes is not read
         self._options = options
         self._idle = False
         self._micro_scan.reset()
@@ -548,8 +563,9 @@ class CompactorBase(Generic[ProviderT]):
         undo = yield from self._micro(messages, force)
         try:
             yield from self._cut(messages, undo)
+            tokens = yield from self._catch_up(messages, undo)
             prefix_changed = changes_prefix(messages, undo)
-            result = yield from self._full(messages, force, len(undo), instructions)
+            result = yield from self._full(messages, force, len(undo), instructions, tokens)
         except GeneratorExit:
             # The driver gave up (cancelled or interrupted) during a request: the
             # history goes back exactly as it was, and what was cut is looked at again.
@@ -675,6 +691,7 @@ class CompactorBase(Generic[ProviderT]):
         keep_recent = options.derived.keep_recent
         scan = self._micro_scan
         cached = not self._history.empty  # else copied once, at the end of the call
+        self._kept_whole = []
         planned = plan_micro(messages, keep_recent, scan)
         if planned is None:
             scan.reset()
@@ -697,8 +714,7 @@ class CompactorBase(Generic[ProviderT]):
             return []
         keep = None
         if options.archive is not None:
-            outcomes = yield ArchiveRequest(self._archive_records(planned))
-            keep = [_archived(outcome) for outcome in outcomes]
+            keep = yield from self._archive_due(planned, force)
         undo = apply_micro(planned, keep)
         if undo:
             self._anchor.forget()  # the reported size no longer fits the edited messages
@@ -709,6 +725,113 @@ class CompactorBase(Generic[ProviderT]):
         if len(undo) < due:
             self._touched = True  # a call again might truncate more
         return undo
+
+    def _archive_due(
+        self, planned: list[Due], force: bool
+    ) -> Generator[Request, Any, list[bool]]:
+        """Which planned results may be truncated now: those whose record is durably
+        archived. An archive that writes behind (a store opened with
+        ``write_behind=True``) gets the records handed to its writer, and their
+        results stay whole until the writer has written them (see
+        :meth:`_write_behind`)."""
+        behind = archive_behind(self._options.archive) is not None
+        if behind or self._behind:
+            return (yield from self._write_behind(planned, force, behind))
+        outcomes = yield ArchiveRequest(self._archive_records(planned))
+        return [_archived(outcome) for outcome in outcomes]
+
+    def _write_behind(
+        self, planned: list[Due], force: bool, behind: bool
+    ) -> Generator[Request, Any, list[bool]]:
+        """Truncate what the writer made durable since an earlier call, and hand it
+        the new records; their results stay whole (held for :meth:`_catch_up`). A
+        forced call waits for the writer. A record the writer failed on is warned
+        about and handed over again; one without a handle (its content cannot be
+        encoded) is archived and waited for, as without write-behind (and so is
+        every record once the archive no longer writes behind: not ``behind``)."""
+        queued = [self._behind.get(due.record.get(HANDLE_KEY, "")) for due in planned]
+        waiting = [held.ticket for held in queued if held is not None]
+        if force and waiting:
+            yield WaitRequest(waiting)
+        keep, fresh = self._written(planned, queued)
+        if fresh:
+            records = self._archive_records([planned[position] for position in fresh])
+            outcomes = yield ArchiveRequest(records, _waits(records, force, behind))
+            for position, outcome in zip(fresh, outcomes, strict=True):
+                keep[position] = self._durable(planned[position], outcome)
+        self._forget_written(planned)
+        return keep
+
+    def _written(
+        self, planned: list[Due], queued: list[Queued | None]
+    ) -> tuple[list[bool], list[int]]:
+        """Which planned results the writer made durable, and the positions of those
+        to hand over (new, or failed: warned about and handed over again)."""
+        keep = [False] * len(planned)
+        fresh: list[int] = []
+        for position, held in enumerate(queued):
+            settled = None if held is None else held.settled()
+            if held is not None and settled is None:
+                self._kept_whole.append((planned[position], held))
+            if settled is not None:
+                self._behind.pop(planned[position].record[HANDLE_KEY], None)
+                keep[position] = _archived(settled)
+            if held is None or (settled is not None and not keep[position]):
+                fresh.append(position)
+        return keep, fresh
+
+    def _durable(self, due: Due, outcome: Outcome) -> bool:
+        """Whether the record of ``due`` is durable now; one just handed to the writer
+        is not yet (not even asked: the writer is starting on it), and is
+        remembered by its handle until a later look finds it written."""
+        value = outcome.value
+        if not outcome.failed and isinstance(value, Queued):
+            self._behind[due.record[HANDLE_KEY]] = value
+            self._kept_whole.append((due, value))
+            return False
+        return _archived(outcome)
+
+    def _forget_written(self, planned: list[Due]) -> None:
+        """Drop the writer's records done with and no longer planned (their results
+        were replaced or removed meanwhile)."""
+        behind = self._behind
+        if not behind:
+            return
+        current = {due.record.get(HANDLE_KEY) for due in planned}
+        for handle in [h for h, q in behind.items() if h not in current and q.ticket.done()]:
+            del behind[handle]
+
+    def _catch_up(self, messages: MutableSequence[Any], undo: Undo) -> Generator[Request, Any, int]:
+        """Step 1, last, then the count of the history for the trigger: when this
+        call left results whole for the writer and may fire a full compaction (over
+        the threshold, or the background watermark), wait for the writer and
+        truncate those now durable (adding to ``undo``), so that the compaction
+        sees the history it would see without write-behind."""
+        held, self._kept_whole = self._kept_whole, []
+        tokens = self._count_history(messages)
+        if not held or not self._may_fire(tokens):
+            return tokens
+        yield WaitRequest([queued.ticket for _, queued in held])
+        keep = []
+        for due, queued in held:
+            self._behind.pop(due.record[HANDLE_KEY], None)
+            keep.append(_archived(queued.settled() or Outcome(reason="not written")))
+        done = apply_micro([due for due, _ in held], keep)
+        if not done:
+            return tokens
+        undo += done
+        self._anchor.forget()
+        self._edited(0, messages)
+        return self._count_history(messages)
+
+    def _may_fire(self, tokens: int) -> bool:
+        """Whether a call at ``tokens`` may start a full compaction (or a background
+        summary)."""
+        options = self._options
+        watermark = None if self._pending is not None else options.derived.background_tokens
+        return tokens > options.threshold or starts_early(
+            tokens, options.threshold, watermark, False
+        )
 
     def _cut(self, messages: MutableSequence[Any], undo: Undo) -> Generator[Request, Any, None]:
         """Step 1, continued: cut each text over ``max_message_tokens`` to its head and
@@ -763,9 +886,11 @@ class CompactorBase(Generic[ProviderT]):
         force: bool,
         truncated: int,
         instructions: str | None,
+        tokens: int,
     ) -> Steps:
-        """Steps 2-8: plan, consult the hook, snapshot, summarize, check, rebuild, commit."""
-        attempt = _Attempt(force, self._count_history(messages), truncated)
+        """Steps 2-8: plan, consult the hook, snapshot, summarize, check, rebuild, commit;
+        ``tokens``: the history's count."""
+        attempt = _Attempt(force, tokens, truncated)
         self._trigger.calls += 1
         if self._pending is not None:
             swapped = yield from self._swap(messages, attempt)

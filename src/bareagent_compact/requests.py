@@ -10,23 +10,30 @@ import inspect
 import logging
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, cast
 
 from bareagent_compact.protocols import ArchiveRecord, Message
 from bareagent_compact.result import CompactionResult
 from bareagent_compact.summarize import Summarized, SummaryRequest
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = [
     "ArchiveRequest",
     "CollectRequest",
     "HookRequest",
     "Outcome",
+    "Queued",
     "Request",
     "SaveRequest",
     "StartRequest",
     "Steps",
     "SummaryRequest",
+    "WaitRequest",
     "archive_batch",
+    "archive_behind",
+    "hand_over",
     "close_awaitable",
     "is_async_callable",
     "one_by_one",
@@ -37,9 +44,21 @@ logger = logging.getLogger("bareagent_compact.compactor")
 
 class ArchiveRequest(NamedTuple):
     """Give the records to the archive hook (all at once when it takes a batch, see
-    :func:`archive_batch`); answer with one :class:`Outcome` per record."""
+    :func:`archive_batch`); answer with one :class:`Outcome` per record.
+
+    With ``wait`` false and an archive that writes behind (:func:`archive_behind`),
+    hand them to its writer instead and answer at once: each outcome's value is
+    then a :class:`Queued` (unless handing them over failed)."""
 
     records: list[ArchiveRecord]
+    wait: bool = True
+
+
+class WaitRequest(NamedTuple):
+    """Wait until the write-behind writer is done with ``tickets`` (written or
+    failed); answer ``None``."""
+
+    tickets: list[Future[list[BaseException | None]]]
 
 
 class HookRequest(NamedTuple):
@@ -76,7 +95,13 @@ class CollectRequest(NamedTuple):
 
 
 Request: TypeAlias = (
-    ArchiveRequest | HookRequest | SaveRequest | SummaryRequest | StartRequest | CollectRequest
+    ArchiveRequest
+    | HookRequest
+    | SaveRequest
+    | SummaryRequest
+    | StartRequest
+    | CollectRequest
+    | WaitRequest
 )
 
 
@@ -97,6 +122,27 @@ class Outcome:
     def because(self) -> str:
         """`` (reason)`` for a log line, or nothing."""
         return f" ({self.reason})" if self.reason else ""
+
+
+class Queued(NamedTuple):
+    """A record handed to a write-behind writer: entry ``position`` of ``ticket``'s
+    result says what became of it."""
+
+    ticket: Future[list[BaseException | None]]
+    position: int
+
+    def settled(self) -> Outcome | None:
+        """``None`` while the writer has not written it; then an outcome that failed
+        unless the record is durable."""
+        ticket = self.ticket
+        if not ticket.done():
+            return None
+        if ticket.cancelled():
+            return Outcome(reason="cancelled before it was written")
+        error = ticket.exception() or ticket.result()[self.position]
+        if error is None:
+            return Outcome()
+        return Outcome(error=error if isinstance(error, Exception) else RuntimeError(error))
 
 
 Steps: TypeAlias = Generator[Request, Any, CompactionResult]
@@ -135,6 +181,62 @@ def archive_batch(archive: object) -> Callable[[list[ArchiveRecord]], object] | 
     if _defined_at(owner, "archive_many") > _defined_at(owner, "archive"):
         return None
     return cast("Callable[[list[ArchiveRecord]], object]", many)
+
+
+def archive_behind(archive: object) -> Callable[..., Future[list[BaseException | None]]] | None:
+    """The ``archive_behind`` to hand a call's records to, or ``None`` to archive them
+    and wait (:func:`archive_batch`).
+
+    Found when ``archive`` is the bound ``archive`` method of a store opened with
+    ``write_behind=True`` (its ``write_behind`` is true) whose ``archive_behind``
+    is a plain function no less specific than ``archive``.
+    """
+    owner = getattr(archive, "__self__", None)
+    if getattr(owner, "write_behind", False) is not True:
+        return None
+    behind = getattr(owner, "archive_behind", None)
+    if getattr(archive, "__name__", None) != "archive" or not callable(behind):
+        return None
+    if is_async_callable(behind) or _defined_at(owner, "archive_behind") > _defined_at(
+        owner, "archive"
+    ):
+        return None
+    return cast("Callable[..., Future[list[BaseException | None]]]", behind)
+
+
+def hand_over(
+    behind: Callable[..., Future[list[BaseException | None]]],
+    records: list[ArchiveRecord],
+    *,
+    block: bool = True,
+) -> list[Outcome] | None:
+    """Hand ``records`` to a write-behind writer: one outcome per record, a
+    :class:`Queued` as its value; ``None`` when the writer is full and ``block``
+    is false. When handing them over raised (a record that cannot be encoded),
+    they are handed over one by one, as :func:`one_by_one` says."""
+    import queue  # noqa: PLC0415 (loaded already by the store that writes behind)
+
+    try:
+        ticket = behind(list(records), block=block)
+    except queue.Full:
+        if block:
+            raise
+        return None
+    except Exception as exc:
+        failed = Outcome(error=exc)
+        if not one_by_one(failed, len(records)):
+            return [failed] * len(records)
+        return [_hand_over_one(behind, record) for record in records]
+    return [Outcome(Queued(ticket, position)) for position in range(len(records))]
+
+
+def _hand_over_one(
+    behind: Callable[..., Future[list[BaseException | None]]], record: ArchiveRecord
+) -> Outcome:
+    try:
+        return Outcome(Queued(behind([record]), 0))
+    except Exception as exc:
+        return Outcome(error=exc)
 
 
 def one_by_one(batch: Outcome, count: int) -> bool:
