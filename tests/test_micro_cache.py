@@ -252,6 +252,29 @@ def test_force_clears_everything_eligible_first() -> None:
     assert result.truncated == 3
 
 
+@pytest.mark.parametrize("counter", [None, estimate_tokens])
+def test_over_the_threshold_by_the_reported_size_clears_before_a_full_compaction(
+    counter: Any,
+) -> None:
+    # The history's estimate is far below the threshold, but the API reported a
+    # request over it (a large system prompt and tool definitions the estimate never
+    # sees): the clear is decided on the same count as the trigger, the reported
+    # one, so the old results go before any summary is asked for.
+    provider = RecordingProvider()
+    messages = history([4000] * 3)
+    threshold = 4 * estimate_tokens(messages)
+    compactor = Compactor(
+        provider, threshold=threshold, keep_recent=1, clear_at_least=BIG, token_counter=counter
+    )
+    assert compactor(messages).truncated == 0  # under the threshold by any count
+    compactor.record_usage(messages, threshold + 1000)
+    result = compactor(messages)
+    assert result.truncated == 2
+    assert result.prefix_changed
+    assert result.action is Action.MICRO  # the clear was enough: no summary
+    assert provider.prompts == []
+
+
 @pytest.mark.parametrize(("value", "error"), [(-5, ValueError), ("1", TypeError), (None, None)])
 def test_clear_at_least_must_be_a_non_negative_int(value: Any, error: Any) -> None:
     if error is None:
@@ -285,9 +308,43 @@ def test_cache_friendly_preset_values() -> None:
     assert compactor.micro == "cache-friendly"
     assert compactor.keep_recent == CACHE_FRIENDLY.keep_recent == 1
     assert compactor.micro_options == MicroOptions(
-        min_chars=CACHE_FRIENDLY.min_chars, clear_at_least=round(0.3 * 30_000)
+        min_chars=CACHE_FRIENDLY.min_chars,
+        clear_at_least=round(0.3 * 30_000),
+        short_over_threshold=True,
     )
     assert CACHE_FRIENDLY.min_chars == 2000
+
+
+def test_over_the_threshold_the_preset_truncates_short_results_too() -> None:
+    # Short results left whole pile up; over the threshold they go with the rest, so
+    # the history left is no larger than the default's and no summary is needed.
+    messages = history([1500] * 8 + [4000])
+    expected = copy.deepcopy(messages)
+    tokens = estimate_tokens(messages)
+    compactor = Compactor(never_called, threshold=tokens - 10, micro="cache-friendly")
+    result = compactor(messages)
+    assert result.action is Action.MICRO
+    assert result.truncated == 8
+    assert result_contents(messages)[:8] == ["[truncated: bash result, 1500 chars]"] * 8
+    assert result_contents(messages)[8] == "8" * 4000  # the newest unit stays whole
+    # Under the threshold they stay whole.
+    assert (
+        Compactor(never_called, threshold=tokens + 10, micro="cache-friendly")(expected).truncated
+        == 0
+    )
+
+
+def test_an_explicit_micro_min_chars_keeps_short_results_over_the_threshold() -> None:
+    provider = RecordingProvider()
+    messages = history([1500] * 8 + [4000])
+    tokens = estimate_tokens(messages)
+    compactor = Compactor(
+        provider, threshold=tokens - 10, micro="cache-friendly", micro_min_chars=2000
+    )
+    assert not compactor.micro_options.short_over_threshold
+    result = compactor(messages)
+    assert result.truncated == 0
+    assert result.action is Action.FULL
 
 
 def test_explicit_options_override_the_preset() -> None:

@@ -696,13 +696,21 @@ def test_a_text_put_back_by_undo_is_cut_on_the_next_call() -> None:
     assert MARKER.search(messages[2]["content"])
 
 
-def test_an_option_change_reads_every_message_again() -> None:
+def test_a_message_grown_in_place_behind_the_newest_is_cut_on_the_next_call() -> None:
     compactor = Compactor(RecordingProvider(), threshold=100_000, max_message_tokens=1000)
     messages = _long_history("short")
     compactor(messages)
     messages[2]["content"] = "line of output\n" * 3000  # grown in place, behind the newest few
     compactor(messages)
-    assert not MARKER.search(messages[2]["content"])  # not read again: documented
-    compactor.pin_facts = True
+    assert MARKER.search(messages[2]["content"])  # the history cache saw the edit
+
+
+def test_an_option_change_reads_every_message_again() -> None:
+    compactor = Compactor(RecordingProvider(), threshold=100_000, max_message_tokens=5000)
+    messages = _long_history("short")
+    messages[2]["content"] = "line of output\n" * 800  # under 5000 tokens, over 1000
+    compactor(messages)
+    assert not MARKER.search(messages[2]["content"])
+    compactor.max_message_tokens = 1000
     compactor(messages)
     assert MARKER.search(messages[2]["content"])

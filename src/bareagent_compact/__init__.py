@@ -21,6 +21,7 @@ from bareagent_compact.prompts import (
 )
 from bareagent_compact.protocols import (
     AfterCompactHook,
+    ArchiveBatcher,
     ArchiveHook,
     ArchiveReader,
     ArchiveRecord,
@@ -52,6 +53,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Action",
     "AfterCompactHook",
+    "ArchiveBatcher",
     "ArchiveHook",
     "ArchiveReader",
     "ArchiveRecord",

@@ -23,7 +23,14 @@ from bareagent_compact.pipeline import (
     StartRequest,
     is_async_callable,
 )
-from bareagent_compact.protocols import AsyncSummaryProvider, SummaryProvider
+from bareagent_compact.protocols import ArchiveRecord, AsyncSummaryProvider, SummaryProvider
+from bareagent_compact.requests import (
+    WaitRequest,
+    archive_batch,
+    archive_behind,
+    hand_over,
+    one_by_one,
+)
 from bareagent_compact.result import CompactionResult
 from bareagent_compact.summarize import Summarized, SummaryRequest
 
@@ -187,8 +194,8 @@ class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
 
     async def _run(self, request: Request) -> Any:
         """Answer one request of the compaction steps, awaiting plug-ins."""
-        if isinstance(request, ArchiveRequest):
-            return await self._archive(request.records)
+        if isinstance(request, ArchiveRequest | WaitRequest):
+            return await self._archive(request)
         if isinstance(request, HookRequest):
             # Hooks are quick: a plain one runs on the loop, an async one is awaited.
             outcome = _call(request.function, *request.args)
@@ -205,11 +212,38 @@ class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
         assert isinstance(request, SummaryRequest)
         return await _outcome(self.provider, request.prompt)
 
-    async def _archive(self, records: list[dict[str, Any]]) -> list[Outcome]:
-        """One outcome per record: an ``async def`` hook awaited record by record, a
-        plain one run for all of them in one worker thread."""
+    async def _archive(self, request: ArchiveRequest | WaitRequest) -> list[Outcome] | None:
+        """Answer an archive request: the records handed to the writer of an archive
+        that writes behind (not ``wait``; in a worker thread only when its queue is
+        full), else archived (:meth:`_archive_now`); or wait for that writer (in a
+        worker thread)."""
+        if isinstance(request, WaitRequest):
+            from concurrent.futures import wait  # noqa: PLC0415 (loaded by the store)
+
+            await asyncio.to_thread(wait, request.tickets)
+            return None
+        records = request.records
+        behind = None if request.wait else archive_behind(self.archive)
+        if behind is None or not records:
+            return await self._archive_now(records)
+        queued = hand_over(behind, records, block=False)
+        if queued is None:
+            queued = await asyncio.to_thread(hand_over, behind, records)
+        assert queued is not None
+        return queued
+
+    async def _archive_now(self, records: list[ArchiveRecord]) -> list[Outcome]:
+        """One outcome per record: of one ``archive_many`` call for all of them when the
+        archive takes a batch (awaited, or run in a worker thread); else (or when
+        that batch failed) an ``async def`` hook awaited record by record, a plain
+        one run for all of them in one worker thread."""
         archive = self.archive
         assert archive is not None
+        batch = archive_batch(archive)
+        if batch is not None and records:
+            outcome = await _outcome(batch, list(records))
+            if not one_by_one(outcome, len(records)):
+                return [outcome] * len(records)
         if is_async_callable(archive):
             return [await _outcome(archive, record) for record in records]
 

@@ -19,7 +19,14 @@ from bareagent_compact.pipeline import (
     is_async_callable,
     summary_text,
 )
-from bareagent_compact.protocols import SummaryProvider
+from bareagent_compact.protocols import ArchiveRecord, SummaryProvider
+from bareagent_compact.requests import (
+    WaitRequest,
+    archive_batch,
+    archive_behind,
+    hand_over,
+    one_by_one,
+)
 from bareagent_compact.result import CompactionResult
 from bareagent_compact.summarize import SummaryRequest
 
@@ -110,10 +117,8 @@ class Compactor(CompactorBase[SummaryProvider]):
 
     def _run(self, request: Request) -> Any:
         """Answer one request of the compaction steps with plain calls."""
-        if isinstance(request, ArchiveRequest):
-            archive = self.archive
-            assert archive is not None
-            return [_outcome(archive, record) for record in request.records]
+        if isinstance(request, ArchiveRequest | WaitRequest):
+            return self._archive(request)
         if isinstance(request, HookRequest):
             return _outcome(request.function, *request.args)
         if isinstance(request, SaveRequest):
@@ -121,6 +126,32 @@ class Compactor(CompactorBase[SummaryProvider]):
             return _outcome(self.transcript_mgr.save, request.messages, request.session_id)
         assert isinstance(request, SummaryRequest)
         return _outcome(self.provider, request.prompt)
+
+    def _archive(self, request: ArchiveRequest | WaitRequest) -> list[Outcome] | None:
+        """Answer an archive request: the records handed to the writer of an archive
+        that writes behind (not ``wait``), else archived (:meth:`_archive_now`); or
+        wait for that writer."""
+        if isinstance(request, WaitRequest):
+            from concurrent.futures import wait  # noqa: PLC0415 (loaded by the store)
+
+            wait(request.tickets)
+            return None
+        behind = None if request.wait else archive_behind(self.archive)
+        if behind is None or not request.records:
+            return self._archive_now(request.records)
+        return hand_over(behind, request.records)
+
+    def _archive_now(self, records: list[ArchiveRecord]) -> list[Outcome]:
+        """One outcome per record: of one ``archive_many`` call for all of them when the
+        archive takes a batch, else (or when that batch failed) of each ``archive``."""
+        archive = self.archive
+        assert archive is not None
+        batch = archive_batch(archive)
+        if batch is not None and records:
+            outcome = _outcome(batch, list(records))
+            if not one_by_one(outcome, len(records)):
+                return [outcome] * len(records)
+        return [_outcome(archive, record) for record in records]
 
 
 def _outcome(function: Any, *args: Any) -> Outcome:

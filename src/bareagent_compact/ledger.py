@@ -27,8 +27,8 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from itertools import compress, repeat
-from operator import add, attrgetter, eq, mul, not_, sub
+from itertools import chain, compress, repeat
+from operator import add, attrgetter, eq, mul, ne, not_, sub
 from typing import Any, Final
 
 from bareagent_compact._limits import MAX_DEPTH, too_deep
@@ -443,6 +443,7 @@ class UsageLedger:
         self._ids: list[int] = []
         self._resolved: list[_Entry] = []
         self._copies: list[Any] = []  # the copies of the last list resolved, in order
+        self._by_content: dict[int, _Entry] | None = None  # see _content_map
         self._overhead = 0.0
         self._reported = False
         self._calibration = _Calibration(_PRIOR)
@@ -477,6 +478,9 @@ class UsageLedger:
         if len(messages) == len(self._copies) and messages == self._copies:
             return self._resolved  # nothing changed since the last call: one C-level compare
         ids = list(map(id, messages))
+        known = len(self._ids)
+        if known and len(ids) >= known and ids[:known] == self._ids:
+            return self._resolve_grown(messages, ids)
         resolved: list[_Entry] = list(map(self._entries.get, ids, repeat(_ABSENT)))
         unchanged = list(map(eq, messages, map(_COPY_OF, resolved)))
         if all(unchanged):
@@ -486,12 +490,53 @@ class UsageLedger:
         self._keep(resolved)
         return resolved
 
+    def _resolve_grown(self, messages: list[Message], ids: list[int]) -> list[_Entry]:
+        """:meth:`_resolve` of the last list, edited in place or appended to (the same
+        objects at the same places): only the edited and new messages are read."""
+        copies, resolved = self._copies, self._resolved
+        known = len(copies)
+        edited = list(compress(range(known), map(ne, messages, copies)))
+        if not edited and len(ids) == known:
+            return resolved
+        by_content = self._content_map()
+        entries = self._entries
+        left = []
+        for index in edited:
+            left.append(resolved[index])
+            entry = _new_entry(index, messages[index], by_content)
+            resolved[index] = entries[ids[index]] = entry
+            copies[index] = entry.copy
+        for index in range(known, len(ids)):
+            seen = entries.get(ids[index])  # the same object twice in the list
+            entry = seen if seen is not None else _new_entry(index, messages[index], by_content)
+            entries[ids[index]] = entry
+            resolved.append(entry)
+            copies.append(entry.copy)
+        self._ids = ids
+        for entry in left:
+            if by_content.get(entry.key) is entry:
+                del by_content[entry.key]
+        for entry in map(resolved.__getitem__, chain(edited, range(known, len(ids)))):
+            by_content[entry.key] = entry
+        if self._provisional and any(e.provisional for e in left):
+            self._provisional = [e for e in self._provisional if entries.get(id(e.message)) is e]
+        return resolved
+
+    def _content_map(self) -> dict[int, _Entry]:
+        """The entries of the last list by the hash of their content (kept between
+        calls; built again after a reorder or a renewal)."""
+        if self._by_content is None:
+            known = list(self._entries.values())
+            self._by_content = dict(zip(map(_KEY_OF, known), known, strict=True))
+        return self._by_content
+
     def _reorder(self, ids: list[int], resolved: list[_Entry]) -> None:
         """Keep exactly ``resolved``, every message known and unchanged (some may have
         left the history or moved)."""
         if ids != self._ids:
             self._ids = ids
             self._entries = dict(zip(ids, resolved, strict=True))
+            self._by_content = None
             self._provisional = [e for e in self._provisional if e in resolved]
 
     def _renew(
@@ -499,16 +544,18 @@ class UsageLedger:
     ) -> None:
         """Fill in ``resolved`` where a message is new or was edited, then keep exactly it."""
         created: dict[int, _Entry] = {}
-        known = list(self._entries.values())
-        by_content = dict(zip(map(_KEY_OF, known), known, strict=True))
+        by_content = self._content_map()
         for index in compress(range(len(ids)), map(not_, unchanged)):
             entry = created.get(ids[index])
             if entry is None:
                 entry = created[ids[index]] = _new_entry(index, messages[index], by_content)
             resolved[index] = entry
+        before = len(self._entries)
         self._ids = ids
         self._entries = entries = dict(zip(ids, resolved, strict=True))
-        if self._provisional:  # what left the history is not kept
+        self._by_content = None
+        if self._provisional and len(entries) - len(created) < before:
+            # What left the history is not kept.
             self._provisional = [e for e in self._provisional if entries.get(id(e.message)) is e]
 
     def _keep(self, resolved: list[_Entry]) -> None:

@@ -91,9 +91,11 @@ def stale_end(messages: Sequence[Any], keep_recent: int) -> int | None:
     return None if to_keep else index
 
 
-def _stale_slots(messages: Sequence[Any], end: int) -> tuple[list[dialects.Slot], bool]:
-    """Every result slot before ``end`` that is not a marker yet (systems skipped), and
-    whether every block and tool call read was a plain dict (no SDK object)."""
+def _stale_slots(
+    messages: Sequence[Any], end: int, start: int = 0
+) -> tuple[list[dialects.Slot], bool]:
+    """Every result slot from ``start`` to ``end`` that is not a marker yet (systems
+    skipped), and whether every block and tool call read was a plain dict (no SDK object)."""
     # This runs every turn over the whole history, so Anthropic blocks (the common
     # shape) are read inline: a history whose old results are all markers already is
     # read once, with no call per message; other dialects are asked per message.
@@ -101,7 +103,7 @@ def _stale_slots(messages: Sequence[Any], end: int) -> tuple[list[dialects.Slot]
     plain = True
     prefix = TRUNCATED_PREFIX
     tool_result = TOOL_RESULT
-    for message in islice(messages, end):
+    for message in islice(messages, start, end):
         if type(message) is not dict:
             plain = False
             continue
@@ -145,7 +147,13 @@ def holds_objects(messages: Sequence[Any], start: int = 0) -> bool:
     return dialects.holds_objects(islice(messages, start, None))
 
 
-def plan_micro(messages: Sequence[Any], keep_recent: int) -> list[Due] | None:
+Names = Callable[[], dict[str, str]]
+"""What gives the map of tool call ids to tool names, when it is needed."""
+
+
+def plan_micro(
+    messages: Sequence[Any], keep_recent: int, scan: MicroScan | None = None
+) -> list[Due] | None:
     """The results micro-compaction would truncate now, with their markers (no change).
 
     ``None`` when the history may hold SDK objects (noticed on the way, at no
@@ -154,11 +162,19 @@ def plan_micro(messages: Sequence[Any], keep_recent: int) -> list[Due] | None:
     """
     end = stale_end(messages, keep_recent)
     if end is None:
-        return None if holds_objects(messages) else []
-    slots, plain = _stale_slots(messages, end)
+        if holds_objects(messages):
+            return None
+        if scan is not None:
+            scan.found(0, True)  # nothing is due yet
+        return []
+    start = 0 if scan is None else scan.start(end)
+    slots, plain = _stale_slots(messages, end, start)
     if not plain or holds_objects(messages, end):
         return None
-    return _plan(messages, end, slots)
+    planned = _plan(messages, end, slots, None if scan is None else scan.names)
+    if scan is not None:
+        scan.found(end, len(planned) == len(slots))
+    return planned
 
 
 def plan_plain_micro(messages: Sequence[Any], keep_recent: int) -> list[Due]:
@@ -169,7 +185,56 @@ def plan_plain_micro(messages: Sequence[Any], keep_recent: int) -> list[Due]:
     return _plan(messages, end, _stale_slots(messages, end)[0])
 
 
-def _plan(messages: Sequence[Any], end: int, slots: list[dialects.Slot]) -> list[Due]:
+class MicroScan:
+    """How far the history is known to hold no result due for truncation, so that
+    a call reads only what lies past it; ``names``: the tool names map, kept by
+    the caller. Trusted only while the messages before it are unchanged."""
+
+    __slots__ = ("_clean", "_end", "_whole", "names", "read_from", "trusted")
+
+    def __init__(self, names: Names | None = None) -> None:
+        self._clean = 0  # the messages before this index hold no result due
+        self._end = 0
+        self._whole = False
+        self.names = names
+        self.trusted = False
+        self.read_from = 0  # where the last scan began: no result before it is due
+
+    @property
+    def whole(self) -> bool:
+        """Whether the last plan held every result found due (none was skipped for
+        being shared with a message kept whole)."""
+        return self._whole
+
+    @property
+    def clean(self) -> int:
+        """The messages before this index hold no result due (when trusted)."""
+        return self._clean
+
+    def reset(self) -> None:
+        """Nothing is known: the next scan reads from the first message."""
+        self._clean, self._whole, self.read_from = 0, False, 0
+
+    def start(self, end: int) -> int:
+        """Where a scan ending at ``end`` begins."""
+        self.read_from = min(self._clean, end) if self.trusted else 0
+        return self.read_from
+
+    def found(self, end: int, whole: bool) -> None:
+        """A plan ending at ``end`` was made; ``whole``: it holds every slot found."""
+        if not self.trusted:
+            self._clean = 0
+        self._end, self._whole = end, whole
+
+    def settle(self, all_made: bool) -> None:
+        """The plan's truncations were made (``all_made``: every one of them)."""
+        if all_made and self._whole:
+            self._clean = self._end
+
+
+def _plan(
+    messages: Sequence[Any], end: int, slots: list[dialects.Slot], names_of: Names | None = None
+) -> list[Due]:
     if not slots:
         return []
     # A block (or message) object shared with a kept message stays whole.
@@ -177,7 +242,7 @@ def _plan(messages: Sequence[Any], end: int, slots: list[dialects.Slot]) -> list
     for message in islice(messages, end, None):
         if isinstance(message, dict):
             kept.update(map(id, dialects.holders(message)))
-    names = dialects.tool_names(messages)
+    names = dialects.tool_names(messages) if names_of is None else names_of()
     planned: list[Due] = []
     seen: set[int] = set()
     for slot in slots:
@@ -243,11 +308,16 @@ class MicroOptions(NamedTuple):
     ``exclude_tools``: tool names whose results are never truncated.
     ``clear_at_least``: estimated tokens a rewrite must free; below that nothing is
     truncated unless the history is over the threshold (``0``: every turn).
+    ``short_over_threshold``: over the threshold (or forced), results shorter than
+    ``min_chars`` are truncated too (those their marker shrinks), so that the history
+    left is no larger than the specification's would be (the ``cache-friendly``
+    preset's, unless ``micro_min_chars`` is given).
     """
 
     min_chars: int | None = None
     exclude_tools: frozenset[str] = frozenset()
     clear_at_least: int = 0
+    short_over_threshold: bool = False
 
     @property
     def is_spec(self) -> bool:
@@ -262,13 +332,17 @@ class Preset(NamedTuple):
     min_chars: int | None
     clear_fraction: float
     """``clear_at_least`` as a fraction of the compactor's threshold."""
+    short_over_threshold: bool = False
+    """:attr:`MicroOptions.short_over_threshold`, unless ``micro_min_chars`` is given."""
 
 
-CACHE_FRIENDLY: Final = Preset(keep_recent=1, min_chars=2000, clear_fraction=0.3)
-"""``micro="cache-friendly"``: keep the newest result unit whole, never truncate a
-result under 2,000 characters (nor grow one), and rewrite old results only when
-that frees 0.3 x threshold or the history is over the threshold (values chosen
-by measurement, see ``docs/performance.md``)."""
+CACHE_FRIENDLY: Final = Preset(
+    keep_recent=1, min_chars=2000, clear_fraction=0.3, short_over_threshold=True
+)
+"""``micro="cache-friendly"``: keep the newest result unit whole, leave results under
+2,000 characters whole (and never grow one) until the history is over the threshold,
+and rewrite old results only when that frees 0.3 x threshold or the history is over
+the threshold (values chosen by measurement, see ``docs/performance.md``)."""
 
 _PRESETS: Final = {
     MICRO_SPEC: Preset(DEFAULT_KEEP_RECENT, None, 0.0),
@@ -309,12 +383,15 @@ def resolve_micro(
     if preset is None:
         raise ValueError(f"micro must be one of {sorted(_PRESETS)}, got {micro!r}")
     keep = preset.keep_recent if keep_recent is None else check_keep_recent(keep_recent)
+    short_over_threshold = preset.short_over_threshold and min_chars is None
     min_chars = preset.min_chars if min_chars is None else check_int("micro_min_chars", min_chars)
     if clear_at_least is None:
         clear_at_least = round(preset.clear_fraction * threshold)
     else:
         clear_at_least = check_int("clear_at_least", clear_at_least)
-    return keep, MicroOptions(min_chars, check_exclude_tools(exclude_tools), clear_at_least)
+    return keep, MicroOptions(
+        min_chars, check_exclude_tools(exclude_tools), clear_at_least, short_over_threshold
+    )
 
 
 def _freed_quarters(due: Due) -> int:
@@ -341,8 +418,20 @@ def select_micro(
     the rest or none: all when together they free at least that many estimated
     tokens or when ``must_clear()`` says so (the history is over the threshold,
     or a full compaction is forced), so the prefix of the history changes rarely
-    and in one go.
+    and in one go. With ``short_over_threshold``, when ``must_clear()`` says so the
+    short results go too (all but those a marker would not shrink).
     """
+    if options.short_over_threshold and planned:
+        if must_clear():
+            return _all_shrinking(planned, options.exclude_tools)
+        must_clear = _not_over  # asked once per call
+    return _select(planned, options, must_clear)
+
+
+def _select(
+    planned: Sequence[Due], options: MicroOptions, must_clear: Callable[[], bool]
+) -> list[Due]:
+    """:func:`select_micro` with ``min_chars`` applied whatever the count."""
     chosen = _eligible(planned, options)
     if not chosen or (options.min_chars is None and not options.clear_at_least):
         return chosen
@@ -354,6 +443,16 @@ def select_micro(
     if quarters_to_tokens(sum(freed)) >= options.clear_at_least or must_clear():
         return chosen
     return []
+
+
+def _not_over() -> bool:
+    return False
+
+
+def _all_shrinking(planned: Sequence[Due], exclude: frozenset[str]) -> list[Due]:
+    """The planned results not of an excluded tool that their marker shrinks."""
+    chosen = [due for due in planned if due.record["tool_name"] not in exclude]
+    return _shrinking(chosen, [_freed_quarters(due) for due in chosen])[0]
 
 
 def _eligible(planned: Sequence[Due], options: MicroOptions) -> list[Due]:

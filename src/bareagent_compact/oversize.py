@@ -23,6 +23,7 @@ non-text blocks are never cut.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import Any, Final
 
 from bareagent_compact import dialects
@@ -278,9 +279,10 @@ class OversizeScan:
 
     It remembers how many leading messages hold no text over the limit, and the
     last of them: while that message is still at its place (the same object), the
-    next call reads from there (less the newest few, read again); otherwise, or
-    when the limit changed, from the start. A message an archive failure kept
-    whole is read again on the next call.
+    next call reads from there (less the newest few, read again), and the messages
+    before it that the history cache saw edited; otherwise, or when the limit
+    changed, from the start. A message an archive failure kept whole is read again
+    on the next call.
     """
 
     __slots__ = ("_checked", "_last", "_limit", "_planned_at")
@@ -305,17 +307,25 @@ class OversizeScan:
         self._limit = limit
 
     def plan(
-        self, messages: Sequence[Any], limit: int | None, handles: Handles | None = None
+        self,
+        messages: Sequence[Any],
+        limit: int | None,
+        handles: Handles | None = None,
+        changed: Sequence[int] | None = None,
     ) -> list[Due]:
         """The texts over ``limit`` and what each becomes (nothing is changed); with
-        ``handles`` (see :func:`cut_handles`), each marker and record names a handle."""
+        ``handles`` (see :func:`cut_handles`), each marker and record names a handle.
+        ``changed``: the messages known to be new or edited since the last call
+        (also read when they lie before where the scan resumes)."""
         if limit is None:
             return []
         planned: list[Due] = []
         self._planned_at = []
         seen: set[int] = set()
         floor = limit * 4 // _MOST_QUARTERS_PER_CHAR
-        for index in range(self._start(messages, limit), len(messages)):
+        start = self._start(messages, limit)
+        edited = sorted({i for i in changed if i < start}) if changed and start else []
+        for index in chain(edited, range(start, len(messages))):
             message = messages[index]
             if (
                 type(message) is not dict

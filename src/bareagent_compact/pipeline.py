@@ -24,11 +24,13 @@ from bareagent_compact import dialects
 from bareagent_compact.anchor import ReportedCount
 from bareagent_compact.background import Pending, frozen, starts_early
 from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS, extract, pinned_block
+from bareagent_compact.history import HistoryCache
 from bareagent_compact.ledger import UsageLedger
 from bareagent_compact.micro import (
     MICRO_SPEC,
     Due,
     MicroOptions,
+    MicroScan,
     Undo,
     apply_micro,
     changes_prefix,
@@ -70,6 +72,7 @@ from bareagent_compact.rebuild import (
 )
 from bareagent_compact.recall import (
     DEFAULT_RECALL_LIMIT,
+    HANDLE_KEY,
     answer_recall,
     archive_reader,
     check_span,
@@ -81,10 +84,13 @@ from bareagent_compact.requests import (
     CollectRequest,
     HookRequest,
     Outcome,
+    Queued,
     Request,
     SaveRequest,
     StartRequest,
     Steps,
+    WaitRequest,
+    archive_behind,
     close_awaitable,
     is_async_callable,
 )
@@ -205,6 +211,13 @@ def _archived(outcome: Outcome, kept: str = "tool result kept untruncated") -> b
     return True
 
 
+def _waits(records: list[ArchiveRecord], force: bool, behind: bool) -> bool:
+    """Whether to archive ``records`` and wait for them: a forced call, an archive
+    that does not write behind (any more), or a record without a handle (its
+    content cannot be encoded; it could not be found again by a later call)."""
+    return force or not behind or any(HANDLE_KEY not in record for record in records)
+
+
 def _not_undoable(current: list[Any], result: CompactionResult) -> str:
     """Why ``result`` cannot be undone on the history ``current``."""
     if appended_only(current, result.replaced):
@@ -230,9 +243,7 @@ class _Attempt:
     def quiet(self, reason: Reason | None = None) -> CompactionResult:
         """No full compaction: what micro-compaction did, and why not."""
         action = Action.MICRO if self.truncated else Action.NONE
-        return CompactionResult(
-            action, self.tokens, self.tokens, self.truncated, reason=reason
-        )
+        return CompactionResult(action, self.tokens, self.tokens, self.truncated, reason=reason)
 
 
 ProviderT = TypeVar("ProviderT")
@@ -360,6 +371,15 @@ class CompactorBase(Generic[ProviderT]):
         self._pending: Pending[_Attempt] | None = None  # a summary made in the background
         self._oversize = OversizeScan()  # how far the history is checked for oversize texts
         self._server_scan = dialects.ServerScan()  # where the part the server reads begins
+        self._history = HistoryCache()  # copies of the last history seen, and weights
+        self._micro_scan = MicroScan()  # how far no result is due for truncation
+        self._behind: dict[str, Queued] = {}  # records with the archive's writer, by handle
+        self._kept_whole: list[tuple[Due, Queued]] = []  # this call's, for the writer
+        self._idle = False  # a call on the history as the cache holds it would change nothing
+        self._touched = False  # whether this call planned a change of the history
+        self._synced = False  # whether the cache holds the history as it is now
+        self._edited_from = 0  # this call changed nothing before this index
+        self._changes: list[int] | None = None  # what this call found new or edited
         self._session_id = self._checked_session_id(session_id)
         self._check_plugins(self._options)
         self._setup()
@@ -377,7 +397,11 @@ class CompactorBase(Generic[ProviderT]):
             checker.check_session_id(self._session_id)
         self._check_plugins(options)
         custom = self._options.derived.custom_counter
+        if options.archive != self._options.archive:
+            self._behind.clear()  # another archive: what the old one writes is not read
         self._options = options
+        self._idle = False
+        self._micro_scan.reset()
         self._oversize = OversizeScan()  # read every message again under the new options
         if options.derived.custom_counter != custom:
             self._reset_counting()
@@ -459,16 +483,32 @@ class CompactorBase(Generic[ProviderT]):
     def _count_list(self, messages: list[Message]) -> int:
         return self._count(messages)
 
+    def _in_sync(self, messages: MutableSequence[Any]) -> bool:
+        """Whether the history cache holds ``messages`` as they are now (brought up
+        to date if this call changed them, comparing only from where it did)."""
+        if not self._synced:
+            self._synced = self._history.sync(messages, self._edited_from) is not None
+        return self._synced
+
+    def _edited(self, index: int, messages: MutableSequence[Any]) -> None:
+        """This call changed ``messages`` from ``index`` on: the cache must look again."""
+        self._synced = False
+        self._edited_from = min(self._edited_from, index)
+
     def _live(self, messages: MutableSequence[Any]) -> Sequence[Any]:
         """What the server reads of the history, found reading only appended messages."""
         return dialects.live_view(messages, self._server_scan.index(messages))
 
-    def _count_history(self, messages: MutableSequence[Any]) -> int:
-        """The count of the whole history, the one the trigger compares."""
+    def _count_history(self, messages: MutableSequence[Any], cached: bool = True) -> int:
+        """The count of the whole history, the one the trigger compares (``cached``:
+        with the history cache's weights, brought up to date if needed)."""
         live = self._live(messages)
-        if self._ledger is None:
+        ledger = self._ledger
+        if ledger is None:
             return self._anchor.count(live, self._count_read)
-        return self._ledger.count(list(live))
+        if not ledger.reported and live is messages and cached and self._in_sync(messages):
+            return self._history.tokens(messages)  # the estimate, weighing what is new
+        return ledger.count(list(live))
 
     def record_usage(self, messages: Sequence[Any], usage: object) -> None:
         """Anchor the count on what the API reported for a request carrying ``messages``.
@@ -486,9 +526,12 @@ class CompactorBase(Generic[ProviderT]):
             self._anchor.record(dialects.live_view(messages), tokens)
             return
         view: Any = messages
+        index = self._server_scan.index(messages) if isinstance(messages, list) else None
         if not (isinstance(view, list) and _DICTS.issuperset(map(type, view))):
             view = plain_view(messages)  # SDK objects read as dicts, the list unchanged
-        self._ledger.record(list(dialects.live_view(view)), tokens)
+        self._ledger.record(list(dialects.live_view(view, index)), tokens)
+        if not self._options.derived.micro_options.is_spec:
+            self._idle = False  # what is cleared depends on the count
 
     # -------------------------------------------------------------------- steps
 
@@ -496,23 +539,39 @@ class CompactorBase(Generic[ProviderT]):
         self, messages: MutableSequence[Any], force: bool, instructions: str | None = None
     ) -> Steps:
         """One compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
-        validate_messages(messages, objects=True)
+        changed = self._changed(messages)
+        repeat = not force and instructions is None and self._pending is None
+        if changed == [] and repeat and self._idle:
+            # Nothing changed since a call after which nothing was left to do: only
+            # the count can differ (a usage report).
+            quiet = self._idle_result(messages)
+            if quiet is not None:
+                return quiet
+        self._idle = False
+        self._touched = False
         pruned = cleared = 0
         if self._pending is None:
             # Not while a background summary is pending: its swap needs the history
             # as it was, only appended to.
             pruned = yield from self._prune(messages)
             cleared = self._clear_thinking(messages)
+        if pruned or cleared:
+            changed = None
+            self._edited(0, messages)
+        self._trust_scan(messages, changed)
+        self._changes = changed
         undo = yield from self._micro(messages, force)
         try:
             yield from self._cut(messages, undo)
+            tokens = yield from self._catch_up(messages, undo)
             prefix_changed = changes_prefix(messages, undo)
-            result = yield from self._full(messages, force, len(undo), instructions)
+            result = yield from self._full(messages, force, len(undo), instructions, tokens)
         except GeneratorExit:
             # The driver gave up (cancelled or interrupted) during a request: the
             # history goes back exactly as it was, and what was cut is looked at again.
             undo_micro(undo)
             self._oversize = OversizeScan()
+            self._micro_scan.reset()
             raise
         if undo:
             # The size before step 1: the count after it, plus what it removed.
@@ -521,9 +580,71 @@ class CompactorBase(Generic[ProviderT]):
             result = replace(result, prefix_changed=True, truncations=tuple(undo))
         elif prefix_changed:
             result = replace(result, prefix_changed=True)
+        if result.action is Action.FULL:
+            self._edited(0, messages)
+        # The cache holds the history as this call leaves it: what the micro scan
+        # and the tool names learnt hold for that history, not the one it began with.
+        in_sync = self._in_sync(messages)
         if pruned or cleared:
             result = replace(result, prefix_changed=True, pruned=pruned, thinking_cleared=cleared)
+        elif repeat:
+            self._idle = in_sync and self._leaves_nothing(result)
         return result
+
+    def _changed(self, messages: MutableSequence[Any]) -> list[int] | None:
+        """Validate ``messages`` and compare them with the history cache: the indices
+        of the messages new or edited since the last call, ``None`` if unknown.
+
+        Only those are validated. SDK objects are converted here (as step 1 would)
+        so that the cache can compare them; nothing held yet: the history is copied
+        once, after this call's edits.
+        """
+        history = self._history
+        changed = None if history.empty else history.sync(messages)
+        try:
+            validate_messages(messages, objects=True, only=changed)
+        except TypeError:
+            history.forget()
+            raise
+        if changed is None and not history.empty and isinstance(messages, list):
+            plain_messages(messages)
+            changed = history.sync(messages)
+        self._synced = changed is not None
+        self._edited_from = len(messages) if self._synced else 0
+        return changed
+
+    def _trust_scan(self, messages: MutableSequence[Any], changed: list[int] | None) -> None:
+        """Let micro-compaction read only past what it knows, when the history before
+        that is unchanged (``changed``: what the cache saw change, ``None``: unknown)."""
+        scan = self._micro_scan
+        scan.trusted = changed is not None and (not changed or changed[0] >= scan.clean)
+        scan.names = partial(self._history.tool_names, messages) if changed is not None else None
+
+    def _leaves_nothing(self, result: CompactionResult) -> bool:
+        """Whether this call left nothing to do on its history: below every limit,
+        and nothing planned, or (the specification's policy) every planned
+        truncation made."""
+        options = self._options
+        return (
+            not self._touched
+            and self._micro_scan.whole
+            and result.action in (Action.NONE, Action.MICRO)
+            and result.reason is None
+            and self._pending is None
+            and not options.derived.custom_counter
+        )
+
+    def _idle_result(self, messages: MutableSequence[Any]) -> CompactionResult | None:
+        """The result of a call on a history left as the last call left it, with
+        nothing left to do: ``None`` unless the count is below every limit."""
+        options = self._options
+        tokens = self._count_history(messages)
+        if tokens > options.threshold or starts_early(
+            tokens, options.threshold, options.derived.background_tokens, False
+        ):
+            return None
+        self._trigger.calls += 1
+        return CompactionResult(Action.NONE, tokens, tokens, 0)
 
     def _prune(self, messages: MutableSequence[Any]) -> Generator[Request, Any, int]:
         """Drop what comes before the newest server compaction artefact (system
@@ -563,19 +684,22 @@ class CompactorBase(Generic[ProviderT]):
             self._anchor.forget()
         return cleared
 
-    def _micro(
-        self, messages: MutableSequence[Any], force: bool
-    ) -> Generator[Request, Any, Undo]:
+    def _micro(self, messages: MutableSequence[Any], force: bool) -> Generator[Request, Any, Undo]:
         """Step 1: micro-compaction, always. Its scan also notices SDK objects, which
         are converted once, in place, before anything else reads them."""
         options = self._options
         keep_recent = options.derived.keep_recent
-        planned = plan_micro(messages, keep_recent)
+        scan = self._micro_scan
+        cached = not self._history.empty  # else copied once, at the end of the call
+        self._kept_whole = []
+        planned = plan_micro(messages, keep_recent, scan)
         if planned is None:
+            scan.reset()
             plain_messages(messages)
             validate_messages(messages)
             planned = plan_plain_micro(messages, keep_recent)
         planned = with_handles(planned, self._session_id, options.archive)  # recall handles
+        due = len(planned)
         policy = options.derived.micro_options
         if planned and not policy.is_spec:
             # Over the threshold (or forced) everything eligible is cleared before
@@ -583,32 +707,151 @@ class CompactorBase(Generic[ProviderT]):
             planned = select_micro(
                 planned,
                 policy,
-                lambda: force or self._count_read(self._live(messages)) > self.threshold,
+                lambda: force or self._count_history(messages, cached) > self.threshold,
             )
         if not planned:
+            scan.settle(not due)
             return []
         keep = None
         if options.archive is not None:
-            outcomes = yield ArchiveRequest(self._archive_records(planned))
-            keep = [_archived(outcome) for outcome in outcomes]
+            keep = yield from self._archive_due(planned, force)
         undo = apply_micro(planned, keep)
         if undo:
             self._anchor.forget()  # the reported size no longer fits the edited messages
+            # Only results past where the scan began: the messages before it hold
+            # none that is due (so no block shared with one truncated here either).
+            self._edited(scan.read_from, messages)
+        scan.settle(len(undo) == due)
+        if len(undo) < due:
+            self._touched = True  # a call again might truncate more
         return undo
+
+    def _archive_due(
+        self, planned: list[Due], force: bool
+    ) -> Generator[Request, Any, list[bool]]:
+        """Which planned results may be truncated now: those whose record is durably
+        archived. An archive that writes behind (a store opened with
+        ``write_behind=True``) gets the records handed to its writer, and their
+        results stay whole until the writer has written them (see
+        :meth:`_write_behind`)."""
+        behind = archive_behind(self._options.archive) is not None
+        if behind or self._behind:
+            return (yield from self._write_behind(planned, force, behind))
+        outcomes = yield ArchiveRequest(self._archive_records(planned))
+        return [_archived(outcome) for outcome in outcomes]
+
+    def _write_behind(
+        self, planned: list[Due], force: bool, behind: bool
+    ) -> Generator[Request, Any, list[bool]]:
+        """Truncate what the writer made durable since an earlier call, and hand it
+        the new records; their results stay whole (held for :meth:`_catch_up`). A
+        forced call waits for the writer. A record the writer failed on is warned
+        about and handed over again; one without a handle (its content cannot be
+        encoded) is archived and waited for, as without write-behind (and so is
+        every record once the archive no longer writes behind: not ``behind``)."""
+        queued = [self._behind.get(due.record.get(HANDLE_KEY, "")) for due in planned]
+        waiting = [held.ticket for held in queued if held is not None]
+        if force and waiting:
+            yield WaitRequest(waiting)
+        keep, fresh = self._written(planned, queued)
+        if fresh:
+            records = self._archive_records([planned[position] for position in fresh])
+            outcomes = yield ArchiveRequest(records, _waits(records, force, behind))
+            for position, outcome in zip(fresh, outcomes, strict=True):
+                keep[position] = self._durable(planned[position], outcome)
+        self._forget_written(planned)
+        return keep
+
+    def _written(
+        self, planned: list[Due], queued: list[Queued | None]
+    ) -> tuple[list[bool], list[int]]:
+        """Which planned results the writer made durable, and the positions of those
+        to hand over (new, or failed: warned about and handed over again)."""
+        keep = [False] * len(planned)
+        fresh: list[int] = []
+        for position, held in enumerate(queued):
+            settled = None if held is None else held.settled()
+            if held is not None and settled is None:
+                self._kept_whole.append((planned[position], held))
+            if settled is not None:
+                self._behind.pop(planned[position].record[HANDLE_KEY], None)
+                keep[position] = _archived(settled)
+            if held is None or (settled is not None and not keep[position]):
+                fresh.append(position)
+        return keep, fresh
+
+    def _durable(self, due: Due, outcome: Outcome) -> bool:
+        """Whether the record of ``due`` is durable now; one just handed to the writer
+        is not yet (not even asked: the writer is starting on it), and is
+        remembered by its handle until a later look finds it written."""
+        value = outcome.value
+        if not outcome.failed and isinstance(value, Queued):
+            self._behind[due.record[HANDLE_KEY]] = value
+            self._kept_whole.append((due, value))
+            return False
+        return _archived(outcome)
+
+    def _forget_written(self, planned: list[Due]) -> None:
+        """Drop the writer's records done with and no longer planned (their results
+        were replaced or removed meanwhile)."""
+        behind = self._behind
+        if not behind:
+            return
+        current = {due.record.get(HANDLE_KEY) for due in planned}
+        for handle in [h for h, q in behind.items() if h not in current and q.ticket.done()]:
+            del behind[handle]
+
+    def _catch_up(self, messages: MutableSequence[Any], undo: Undo) -> Generator[Request, Any, int]:
+        """Step 1, last, then the count of the history for the trigger: when this
+        call left results whole for the writer and may fire a full compaction (over
+        the threshold, or the background watermark), wait for the writer and
+        truncate those now durable (adding to ``undo``), so that the compaction
+        sees the history it would see without write-behind."""
+        held, self._kept_whole = self._kept_whole, []
+        tokens = self._count_history(messages)
+        if not held or not self._may_fire(tokens):
+            return tokens
+        yield WaitRequest([queued.ticket for _, queued in held])
+        keep = []
+        for due, queued in held:
+            self._behind.pop(due.record[HANDLE_KEY], None)
+            keep.append(_archived(queued.settled() or Outcome(reason="not written")))
+        done = apply_micro([due for due, _ in held], keep)
+        if not done:
+            return tokens
+        undo += done
+        self._anchor.forget()
+        self._edited(0, messages)
+        return self._count_history(messages)
+
+    def _may_fire(self, tokens: int) -> bool:
+        """Whether a call at ``tokens`` may start a full compaction (or a background
+        summary)."""
+        options = self._options
+        watermark = None if self._pending is not None else options.derived.background_tokens
+        return tokens > options.threshold or starts_early(
+            tokens, options.threshold, watermark, False
+        )
 
     def _cut(self, messages: MutableSequence[Any], undo: Undo) -> Generator[Request, Any, None]:
         """Step 1, continued: cut each text over ``max_message_tokens`` to its head and
         tail (see :mod:`~bareagent_compact.oversize`), adding to ``undo``."""
         options = self._options
         handles = cut_handles(self._session_id, options.archive)  # recall handles
-        planned = self._oversize.plan(messages, options.derived.max_message_tokens, handles)
+        if self._changes is None:
+            self._oversize = OversizeScan()  # what changed is not known: read it all
+        planned = self._oversize.plan(
+            messages, options.derived.max_message_tokens, handles, self._changes
+        )
         if not planned:
             return
+        self._touched = True
         keep = yield from self._may_cut(messages, planned)
         self._oversize.settle(messages, keep)
         if keep is not None and not any(keep):
             return
         cut = apply_micro(planned, keep)
+        self._edited(0, messages)
         logger.info("cut %d oversize text(s) to their head and tail", len(cut))
         undo += cut
         self._anchor.forget()
@@ -643,9 +886,11 @@ class CompactorBase(Generic[ProviderT]):
         force: bool,
         truncated: int,
         instructions: str | None,
+        tokens: int,
     ) -> Steps:
-        """Steps 2-8: plan, consult the hook, snapshot, summarize, check, rebuild, commit."""
-        attempt = _Attempt(force, self._count_history(messages), truncated)
+        """Steps 2-8: plan, consult the hook, snapshot, summarize, check, rebuild, commit;
+        ``tokens``: the history's count."""
+        attempt = _Attempt(force, tokens, truncated)
         self._trigger.calls += 1
         if self._pending is not None:
             swapped = yield from self._swap(messages, attempt)
@@ -696,7 +941,7 @@ class CompactorBase(Generic[ProviderT]):
             self._trigger.tell(
                 logging.WARNING,
                 "history is over the threshold but holds nothing new to summarise "
-                "(the pending message itself is large)"
+                "(the pending message itself is large)",
             )
             return attempt.quiet(Reason.NOTHING_NEW)
         # The prompt and the system messages' copies are made before anything is
@@ -765,9 +1010,9 @@ class CompactorBase(Generic[ProviderT]):
             return plan
         heading = self._options.derived.instructions_heading
         system = plan.system_prompt + "\n\n" + heading + "\n".join(texts)
-        prompt = None if plan.prompt is None else [
-            {"role": "system", "content": system}, plan.prompt[1]
-        ]
+        prompt = (
+            None if plan.prompt is None else [{"role": "system", "content": system}, plan.prompt[1]]
+        )
         return replace(plan, system_prompt=system, prompt=prompt, focus="\n".join(texts))
 
     def _snapshot(
@@ -859,6 +1104,8 @@ class CompactorBase(Generic[ProviderT]):
         """The rebuilt history's result; nothing here may raise, the summary is in
         hand and the history rebuilt."""
         self._anchor.forget()
+        self._edited(0, messages)
+        self._micro_scan.reset()  # the positions it knew are gone
         after = self._count_history(messages)
         threshold = self._options.threshold
         self._trigger.succeeded(after > threshold)
@@ -1110,6 +1357,23 @@ class CompactorBase(Generic[ProviderT]):
             attempt.parts,
         )
 
+    def forget(self) -> None:
+        """Drop what the compactor remembers of the history between calls, so that
+        the next call reads every message again.
+
+        Calls compare the history with copies of the containers seen last time
+        (one ``==``), and read again only what differs. ``==`` cannot see a change
+        of type between equal values (``1`` to ``True`` or ``1.0``) or an edit
+        inside an object it does not copy; after such an edit, call this. What
+        ``record_usage`` reported is kept: the next count is anchored as before.
+        """
+        self._forget_history()
+
+    def _forget_history(self) -> None:
+        self._history.forget()
+        self._idle = False
+        self._oversize = OversizeScan()
+
     # --------------------------------------------------------------------- undo
 
     def undo(self, messages: MutableSequence[Any], result: CompactionResult) -> bool:
@@ -1138,6 +1402,7 @@ class CompactorBase(Generic[ProviderT]):
         undo_micro(list(result.truncations))  # the results truncated in that same call
         replace_all(messages, [*result.replaced, *current[len(result.rebuilt) :]])
         self._oversize = OversizeScan()  # texts put back whole are cut again next time
+        self._idle = False
         return True
 
     # ------------------------------------------------------------------- recall

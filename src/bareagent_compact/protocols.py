@@ -135,6 +135,20 @@ ArchiveHook: TypeAlias = Callable[[ArchiveRecord], object]
 
 
 @runtime_checkable
+class ArchiveBatcher(Protocol):
+    """Optional: the object an archive hook is the ``archive`` method of, when it can
+    take every record of one compactor call at once (group commit).
+
+    The compactor then calls ``archive_many(records)`` once per call instead of
+    ``archive(record)`` per record. It must archive all of them or raise: when it
+    raises, none counts as archived and every original is kept. The stores write
+    one batch with one ``fsync`` (JSONL) or in one transaction (SQL).
+    """
+
+    def archive_many(self, records: list[ArchiveRecord], /) -> object: ...
+
+
+@runtime_checkable
 class ArchiveReader(Protocol):
     """Optional: the object an archive hook is a bound method of, when it can read a
     record back by its handle (``JsonlTranscriptManager``, ``SqlTranscriptManager``).

@@ -7,33 +7,58 @@ driver answers them with plain calls, the async one with ``await``.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, cast
 
 from bareagent_compact.protocols import ArchiveRecord, Message
 from bareagent_compact.result import CompactionResult
 from bareagent_compact.summarize import Summarized, SummaryRequest
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = [
     "ArchiveRequest",
     "CollectRequest",
     "HookRequest",
     "Outcome",
+    "Queued",
     "Request",
     "SaveRequest",
     "StartRequest",
     "Steps",
     "SummaryRequest",
+    "WaitRequest",
+    "archive_batch",
+    "archive_behind",
+    "hand_over",
     "close_awaitable",
     "is_async_callable",
+    "one_by_one",
 ]
+
+logger = logging.getLogger("bareagent_compact.compactor")
 
 
 class ArchiveRequest(NamedTuple):
-    """Give each record to the archive hook; answer with one :class:`Outcome` per record."""
+    """Give the records to the archive hook (all at once when it takes a batch, see
+    :func:`archive_batch`); answer with one :class:`Outcome` per record.
+
+    With ``wait`` false and an archive that writes behind (:func:`archive_behind`),
+    hand them to its writer instead and answer at once: each outcome's value is
+    then a :class:`Queued` (unless handing them over failed)."""
 
     records: list[ArchiveRecord]
+    wait: bool = True
+
+
+class WaitRequest(NamedTuple):
+    """Wait until the write-behind writer is done with ``tickets`` (written or
+    failed); answer ``None``."""
+
+    tickets: list[Future[list[BaseException | None]]]
 
 
 class HookRequest(NamedTuple):
@@ -70,7 +95,13 @@ class CollectRequest(NamedTuple):
 
 
 Request: TypeAlias = (
-    ArchiveRequest | HookRequest | SaveRequest | SummaryRequest | StartRequest | CollectRequest
+    ArchiveRequest
+    | HookRequest
+    | SaveRequest
+    | SummaryRequest
+    | StartRequest
+    | CollectRequest
+    | WaitRequest
 )
 
 
@@ -93,6 +124,27 @@ class Outcome:
         return f" ({self.reason})" if self.reason else ""
 
 
+class Queued(NamedTuple):
+    """A record handed to a write-behind writer: entry ``position`` of ``ticket``'s
+    result says what became of it."""
+
+    ticket: Future[list[BaseException | None]]
+    position: int
+
+    def settled(self) -> Outcome | None:
+        """``None`` while the writer has not written it; then an outcome that failed
+        unless the record is durable."""
+        ticket = self.ticket
+        if not ticket.done():
+            return None
+        if ticket.cancelled():
+            return Outcome(reason="cancelled before it was written")
+        error = ticket.exception() or ticket.result()[self.position]
+        if error is None:
+            return Outcome()
+        return Outcome(error=error if isinstance(error, Exception) else RuntimeError(error))
+
+
 Steps: TypeAlias = Generator[Request, Any, CompactionResult]
 
 
@@ -109,3 +161,104 @@ def close_awaitable(value: object) -> None:
     close = getattr(value, "close", None)
     if inspect.iscoroutine(value) and callable(close):
         close()
+
+
+def archive_batch(archive: object) -> Callable[[list[ArchiveRecord]], object] | None:
+    """The ``archive_many`` to call once with all the records of a compactor call, or
+    ``None`` to call ``archive`` record by record.
+
+    Found when ``archive`` is the bound ``archive`` method of an
+    :class:`~bareagent_compact.protocols.ArchiveBatcher` whose ``archive_many`` is
+    of the same kind (both ``async def`` or neither) and no less specific: a
+    subclass that overrides ``archive`` alone keeps having it called.
+    """
+    owner = getattr(archive, "__self__", None)
+    many = getattr(owner, "archive_many", None)
+    if getattr(archive, "__name__", None) != "archive" or not callable(many):
+        return None
+    if is_async_callable(many) != is_async_callable(archive):
+        return None
+    if _defined_at(owner, "archive_many") > _defined_at(owner, "archive"):
+        return None
+    return cast("Callable[[list[ArchiveRecord]], object]", many)
+
+
+def archive_behind(archive: object) -> Callable[..., Future[list[BaseException | None]]] | None:
+    """The ``archive_behind`` to hand a call's records to, or ``None`` to archive them
+    and wait (:func:`archive_batch`).
+
+    Found when ``archive`` is the bound ``archive`` method of a store opened with
+    ``write_behind=True`` (its ``write_behind`` is true) whose ``archive_behind``
+    is a plain function no less specific than ``archive``.
+    """
+    owner = getattr(archive, "__self__", None)
+    if getattr(owner, "write_behind", False) is not True:
+        return None
+    behind = getattr(owner, "archive_behind", None)
+    if getattr(archive, "__name__", None) != "archive" or not callable(behind):
+        return None
+    if is_async_callable(behind) or _defined_at(owner, "archive_behind") > _defined_at(
+        owner, "archive"
+    ):
+        return None
+    return cast("Callable[..., Future[list[BaseException | None]]]", behind)
+
+
+def hand_over(
+    behind: Callable[..., Future[list[BaseException | None]]],
+    records: list[ArchiveRecord],
+    *,
+    block: bool = True,
+) -> list[Outcome] | None:
+    """Hand ``records`` to a write-behind writer: one outcome per record, a
+    :class:`Queued` as its value; ``None`` when the writer is full and ``block``
+    is false. When handing them over raised (a record that cannot be encoded),
+    they are handed over one by one, as :func:`one_by_one` says."""
+    import queue  # noqa: PLC0415 (loaded already by the store that writes behind)
+
+    try:
+        ticket = behind(list(records), block=block)
+    except queue.Full:
+        if block:
+            raise
+        return None
+    except Exception as exc:
+        failed = Outcome(error=exc)
+        if not one_by_one(failed, len(records)):
+            return [failed] * len(records)
+        return [_hand_over_one(behind, record) for record in records]
+    return [Outcome(Queued(ticket, position)) for position in range(len(records))]
+
+
+def _hand_over_one(
+    behind: Callable[..., Future[list[BaseException | None]]], record: ArchiveRecord
+) -> Outcome:
+    try:
+        return Outcome(Queued(behind([record]), 0))
+    except Exception as exc:
+        return Outcome(error=exc)
+
+
+def one_by_one(batch: Outcome, count: int) -> bool:
+    """Whether to give the ``count`` records of a failed ``archive_many`` call to
+    ``archive`` one by one: when it held more than one, so that one record the
+    archive refuses (content nested too deeply to encode, a row too large) does
+    not keep the others whole on every call. Nothing counts as archived until
+    ``archive`` takes it."""
+    if not batch.failed or count < 2:
+        return False
+    logger.info(
+        "archive_many failed%s; archiving its %d records one by one",
+        batch.because(),
+        count,
+        exc_info=batch.error,
+    )
+    return True
+
+
+def _defined_at(owner: object, name: str) -> int:
+    """How far down ``owner``'s class hierarchy ``name`` is defined (-1: on the object)."""
+    if name in getattr(owner, "__dict__", ()):
+        return -1
+    mro = type(owner).__mro__
+    return next((depth for depth, cls in enumerate(mro) if name in vars(cls)), len(mro))

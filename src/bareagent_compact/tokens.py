@@ -454,13 +454,7 @@ def estimate_tokens(messages: list[Any]) -> int:
     """
     if not isinstance(messages, list):
         raise not_a_list(messages)
-    parts = _Parts()
-    try:
-        _gather(parts, messages)
-    except Exception:
-        parts.check_json()
-        raise
-    return quarters_to_tokens(parts.quarters())
+    return quarters_to_tokens(messages_quarters(messages))
 
 
 def _gather(parts: _Parts, messages: list[Any]) -> None:
@@ -490,3 +484,15 @@ def _as_dict(index: int, message: Any) -> dict[str, Any]:
     if not is_model(message):
         raise not_a_dict(index, message)
     return dump_model(message)
+
+
+def messages_quarters(messages: list[Any]) -> int:
+    """The weight of ``messages``, in quarters: ``estimate_tokens`` before rounding
+    (the weight of a list is the sum of its parts' weights)."""
+    parts = _Parts()
+    try:
+        _gather(parts, messages)
+    except Exception:
+        parts.check_json()
+        raise
+    return parts.quarters()

@@ -37,17 +37,21 @@ def check_name(name: str, value: object) -> str:
     return value
 
 
-def validate_messages(messages: Any, *, objects: bool = False) -> None:
+def validate_messages(
+    messages: Any, *, objects: bool = False, only: list[int] | None = None
+) -> None:
     """Raise ``TypeError`` naming the first index that is not a message dict.
 
     A message has a ``str`` role; an OpenAI Responses item other than a message
     (``function_call``, ``reasoning`` ...) may have a ``str`` type instead. With
     ``objects``, SDK model objects (anything with ``model_dump``) are let through
-    unchecked, to be converted.
+    unchecked, to be converted. ``only``: the indices to check, in order (the
+    others are known to be valid).
     """
     if type(messages) is not list and not isinstance(messages, MutableSequence):
         raise not_a_list(messages)
-    for index, message in enumerate(messages):
+    indexed = enumerate(messages) if only is None else ((i, messages[i]) for i in only)
+    for index, message in indexed:
         if not isinstance(message, dict):
             if objects and callable(getattr(message, "model_dump", None)):
                 continue

@@ -33,6 +33,7 @@ __all__ = [
     "ONE_MICROSECOND",
     "Clock",
     "check_clock",
+    "check_flag",
     "check_session_id",
     "clock_time",
     "decode_jsonl",
@@ -238,6 +239,13 @@ def session_id_of_stem(stem: str) -> str | None:
 def utc_now() -> datetime:
     """The default clock: now, in UTC."""
     return datetime.now(timezone.utc)
+
+
+def check_flag(name: str, value: object) -> bool:
+    """Refuse an on/off option that is not a ``bool`` (``TypeError``)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
 
 
 def check_clock(clock: object) -> None:

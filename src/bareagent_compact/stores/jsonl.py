@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from bareagent_compact.protocols import ArchiveRecord, Message
 from bareagent_compact.stores import codec
@@ -39,6 +39,9 @@ from bareagent_compact.stores.codec import (
     encode_snapshot,
 )
 from bareagent_compact.stores.errors import CorruptTranscriptError, SnapshotNotFoundError
+
+if TYPE_CHECKING:
+    from bareagent_compact.stores.behind import ArchiveWriter, Ticket
 
 __all__ = [
     "ARCHIVE_SUFFIX",
@@ -241,24 +244,51 @@ class JsonlTranscriptManager:
     because transcripts hold tool output and may hold secrets.
 
     ``clock`` returns the time used in new file names (UTC by default).
+    ``write_behind=True`` has a writer thread append and ``fsync`` the records
+    ``Compactor`` hands over, off its call (see ``archive_behind``); ``flush()``
+    and ``close()`` wait for what it holds.
     """
 
     check_session_id = staticmethod(codec.check_session_id)
     """Validate a session id for use in file names (``Compactor`` calls this early)."""
 
-    def __init__(self, directory: str | os.PathLike[str], *, clock: Clock = codec.utc_now) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        clock: Clock = codec.utc_now,
+        write_behind: bool = False,
+    ) -> None:
         codec.check_clock(clock)
         if not os.fspath(directory):
             raise ValueError("directory must not be empty (pass '.' to use the current directory)")
         self.directory = Path(os.fspath(directory)).expanduser().absolute()
         self.clock = clock
         self._last: datetime | None = None
+        self._writer: ArchiveWriter[tuple[str, bytes]] | None = None
+        if codec.check_flag("write_behind", write_behind):
+            from bareagent_compact.stores.behind import ArchiveWriter  # noqa: PLC0415
+
+            self._writer = ArchiveWriter(self._write_archive)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.directory)!r})"
 
+    @property
+    def write_behind(self) -> bool:
+        """Whether archive records are written by a writer thread (``write_behind=True``)."""
+        return self._writer is not None
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the writer thread has written every record handed to it so far
+        (``write_behind=True``); ``False`` when ``timeout`` seconds passed first."""
+        return self._writer is None or self._writer.flush(timeout)
+
     def close(self) -> None:
-        """Nothing to release (every file is closed after use); for the store interface."""
+        """Flush and end the writer thread (``write_behind=True``); nothing else to
+        release (every file is closed after use)."""
+        if self._writer is not None:
+            self._writer.close()
 
     # -- snapshots -----------------------------------------------------------
 
@@ -315,6 +345,7 @@ class JsonlTranscriptManager:
 
     def archived_sessions(self) -> list[str]:
         """Session ids that have an archive of truncated results, sorted."""
+        self.flush()
         try:
             with os.scandir(self.directory) as entries:
                 stems = [
@@ -389,17 +420,73 @@ class JsonlTranscriptManager:
         written with one append and ``fsync``-ed before this returns; any failure
         raises, so the compactor keeps the result whole.
         """
-        session_id, line = encode_archive_record(record)
-        path = self.archive_path(session_id)
+        self.archive_many([record])
+
+    def archive_many(self, records: Sequence[ArchiveRecord]) -> None:
+        """Append several records (what ``Compactor`` passes when ``archive=mgr.archive``:
+        all the records of one call), with one write and one ``fsync`` per archive file.
+
+        Every record is encoded before anything is written, so a record that cannot
+        be encoded writes none. Any failure raises, and the compactor then keeps
+        every one of these results whole. The directory is ``fsync``-ed only when
+        an archive file was created. With ``write_behind=True`` the writer thread
+        writes them, and this returns once it has.
+        """
+        encoded = [encode_archive_record(record) for record in records]
+        if self._writer is None:
+            self._write_archive(encoded)
+        elif encoded:
+            from bareagent_compact.stores.behind import known, wait  # noqa: PLC0415
+
+            wait(self._writer.submit([known(item) for item in encoded]))
+
+    def archive_behind(self, records: Sequence[ArchiveRecord], *, block: bool = True) -> Ticket:
+        """Hand records to the writer thread (``write_behind=True``) and return at once.
+
+        A record whose content is a ``str`` is encoded by the writer (do not
+        change the record after handing it over); any other is encoded here, and
+        one that cannot be encoded raises: none is handed over. The returned
+        future is done once the writer has appended and ``fsync``-ed them (in one
+        group with whatever else it holds), with one entry per record: ``None``
+        once it is durable, or the exception that kept it from the archive (a
+        failed group is written again record by record).
+        Waits while the writer holds ``WRITE_BEHIND_QUEUE`` records, or with
+        ``block=False`` raises ``queue.Full``. Without ``write_behind`` the records
+        are written now and the future is done when this returns.
+        """
+        from bareagent_compact.stores.behind import encoders, write_now  # noqa: PLC0415
+
+        items = encoders(encode_archive_record, records)
+        if self._writer is None:
+            return write_now(self._write_archive, items)
+        return self._writer.submit(items, block=block)
+
+    def _write_archive(self, encoded: Sequence[tuple[str, bytes]]) -> None:
+        """Append encoded records to their sessions' archives, one write and one
+        ``fsync`` per file (and the directory's when a file was created)."""
+        batches: dict[str, list[bytes]] = {}
+        for session_id, line in encoded:
+            batches.setdefault(session_id, []).append(line)
+        if not batches:
+            return
         self._ensure_directory()
+        created = False
+        for session_id, lines in batches.items():
+            created |= self._append(self.archive_path(session_id), b"".join(lines))
+        if created:
+            _fsync_directory(self.directory)
+
+    @staticmethod
+    def _append(path: Path, data: bytes) -> bool:
+        """Append ``data`` to the archive file ``path`` and ``fsync`` it; whether the
+        file was empty (new) before."""
         fd = _open_regular(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         try:
-            size = _append_line(fd, line)
+            size = _append_line(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
-        if not size:
-            _fsync_directory(self.directory)
+        return not size
 
     def load_archive(self, session_id: str) -> list[ArchiveRecord]:
         """The archived records of ``session_id`` in the order they were written.
@@ -423,7 +510,9 @@ class JsonlTranscriptManager:
         return codec.matching_record(self._archived(session_id, needle), session_id, handle)
 
     def _archived(self, session_id: str, needle: bytes = b"") -> list[ArchiveRecord]:
-        """The records of a checked session id; with ``needle``, only lines holding it."""
+        """The records of a checked session id; with ``needle``, only lines holding it
+        (after the writer thread wrote what it holds)."""
+        self.flush()
         records: list[ArchiveRecord] = []
         legacy = codec.legacy_stem(session_id)
         if legacy is not None:

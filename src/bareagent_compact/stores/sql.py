@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from bareagent_compact.protocols import ArchiveRecord, Message
 from bareagent_compact.stores import codec
@@ -39,6 +39,9 @@ from bareagent_compact.stores.codec import (
     encode_snapshot,
 )
 from bareagent_compact.stores.errors import CorruptTranscriptError, SnapshotNotFoundError
+
+if TYPE_CHECKING:
+    from bareagent_compact.stores.behind import ArchiveWriter, Ticket
 
 __all__ = [
     "PARAMSTYLES",
@@ -279,7 +282,10 @@ class SqlTranscriptManager:
     ``close()``. The tables are created when missing (unless ``create=False``)
     and their schema version is checked. ``paramstyle`` overrides the one the
     driver module declares. Session ids follow ``check_session_id``, so every id
-    is also valid for ``JsonlTranscriptManager``.
+    is also valid for ``JsonlTranscriptManager``. ``write_behind=True`` has a
+    writer thread (with its own connection) store the records ``Compactor``
+    hands over, off its call (see ``archive_behind``); ``flush()`` and
+    ``close()`` wait for what it holds.
     """
 
     check_session_id = staticmethod(codec.check_session_id)
@@ -293,6 +299,7 @@ class SqlTranscriptManager:
         paramstyle: str | None = None,
         create: bool = True,
         timeout: float = 30.0,
+        write_behind: bool = False,
     ) -> None:
         codec.check_clock(clock)
         _check_options(paramstyle, timeout)
@@ -309,6 +316,11 @@ class SqlTranscriptManager:
         # referenced so that no finaliser in this process closes them either.
         self._inherited: list[Any] = []
         self._schema_checked = False
+        self._writer: ArchiveWriter[tuple[str, str]] | None = None
+        if codec.check_flag("write_behind", write_behind):
+            from bareagent_compact.stores.behind import ArchiveWriter  # noqa: PLC0415
+
+            self._writer = ArchiveWriter(self._insert_archive, on_exit=self._release_connection)
 
     def __repr__(self) -> str:
         if self.path is not None:
@@ -397,6 +409,7 @@ class SqlTranscriptManager:
 
     def archived_sessions(self) -> list[str]:
         """Session ids that have archived records, sorted."""
+        self.flush()
         rows = self._fetchall(
             "SELECT DISTINCT session_id FROM bareagent_archive ORDER BY session_id", ()
         )
@@ -452,16 +465,64 @@ class SqlTranscriptManager:
         Committed before this returns; any failure raises, so the compactor keeps
         the result whole.
         """
-        session_id, encoded = encode_archive_record(record)
-        line = encoded.decode("utf-8").rstrip("\n")
+        self.archive_many([record])
+
+    def archive_many(self, records: Sequence[ArchiveRecord]) -> None:
+        """Store several records in one transaction (what ``Compactor`` passes when
+        ``archive=store.archive``: all the records of one call).
+
+        Committed before this returns; any failure raises and stores none of
+        them, so the compactor keeps every one of these results whole. With
+        ``write_behind=True`` the writer thread stores them, and this returns
+        once it has.
+        """
+        encoded = [_encode_archive_record(record) for record in records]
+        if self._writer is None:
+            self._insert_archive(encoded)
+        elif encoded:
+            from bareagent_compact.stores.behind import known, wait  # noqa: PLC0415
+
+            wait(self._writer.submit([known(item) for item in encoded]))
+
+    def archive_behind(self, records: Sequence[ArchiveRecord], *, block: bool = True) -> Ticket:
+        """Hand records to the writer thread (``write_behind=True``) and return at once;
+        the future is done once they are committed (see
+        ``JsonlTranscriptManager.archive_behind``)."""
+        from bareagent_compact.stores.behind import encoders, write_now  # noqa: PLC0415
+
+        items = encoders(_encode_archive_record, records)
+        if self._writer is None:
+            return write_now(self._insert_archive, items)
+        return self._writer.submit(items, block=block)
+
+    @property
+    def write_behind(self) -> bool:
+        """Whether archive records are stored by a writer thread (``write_behind=True``)."""
+        return self._writer is not None
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the writer thread has stored every record handed to it so far
+        (``write_behind=True``); ``False`` when ``timeout`` seconds passed first."""
+        return self._writer is None or self._writer.flush(timeout)
+
+    def _insert_archive(self, encoded: Sequence[tuple[str, str]]) -> None:
+        """Insert encoded records in one transaction."""
+        batches: dict[str, list[str]] = {}
+        for session_id, line in encoded:
+            batches.setdefault(session_id, []).append(line)
+        if not batches:
+            return
 
         def work(run: _Runner) -> None:
-            seq, _ = run.next_seq(session_id, "archive_seq")
-            run.execute(
-                "INSERT INTO bareagent_archive (session_id, seq, archived_at, record)"
-                " VALUES (?, ?, ?, ?)",
-                (session_id, seq, _stamp(codec.clock_time(self.clock)), line),
-            )
+            stamp = _stamp(codec.clock_time(self.clock))
+            for session_id, lines in batches.items():
+                last, _ = run.next_seq(session_id, "archive_seq", len(lines))
+                for seq, line in enumerate(lines, start=last - len(lines) + 1):
+                    run.execute(
+                        "INSERT INTO bareagent_archive (session_id, seq, archived_at, record)"
+                        " VALUES (?, ?, ?, ?)",
+                        (session_id, seq, stamp, line),
+                    )
 
         self._transaction(work, write=True)
 
@@ -472,6 +533,7 @@ class SqlTranscriptManager:
         JSONL store skips a line a writer killed mid-append left.
         """
         session_id = check_session_id(session_id)
+        self.flush()
         rows = self._fetchall(
             "SELECT seq, record FROM bareagent_archive WHERE session_id = ? ORDER BY seq",
             (session_id,),
@@ -483,6 +545,7 @@ class SqlTranscriptManager:
         ``None`` (only that session's rows are read; see ``docs/recall.md``)."""
         session_id = check_session_id(session_id)
         handle = codec.check_handle(handle)
+        self.flush()
         rows = self._fetchall(
             "SELECT seq, record FROM bareagent_archive WHERE session_id = ? AND record LIKE ?"
             " ORDER BY seq",
@@ -497,8 +560,11 @@ class SqlTranscriptManager:
 
         In a forked child, the connections the parent opened are dropped without
         being closed (closing a PostgreSQL connection there would end the
-        parent's session); the child opens its own when it is used again.
+        parent's session); the child opens its own when it is used again. The
+        writer thread (``write_behind=True``) is flushed and ended first.
         """
+        if self._writer is not None:
+            self._writer.close()
         pid = os.getpid()
         with self._lock:
             connections, self._connections = self._connections, []
@@ -528,6 +594,12 @@ class SqlTranscriptManager:
         with self._lock:
             self._connections.append((os.getpid(), connection))
         return connection, driver
+
+    def _release_connection(self) -> None:
+        """Close this thread's connection (the writer thread's, as it ends)."""
+        held = getattr(self._local, "held", None)
+        if held is not None and held[0] == os.getpid():
+            self._discard(held[1])
 
     def _discard(self, connection: Any) -> None:
         self._local.held = None
@@ -637,14 +709,16 @@ class _Runner:
         self.execute(query, params)
         return list(self.cursor.fetchall())
 
-    def next_seq(self, session_id: str, column: str) -> tuple[int, Any]:
-        """Increment a per-session counter, holding the session row's lock until commit.
+    def next_seq(self, session_id: str, column: str, count: int = 1) -> tuple[int, Any]:
+        """Add ``count`` to a per-session counter, holding the session row's lock until
+        commit.
 
-        Returns the new value and the session's ``saved_at``.
+        Returns the new value (the last of the ``count`` taken) and the session's
+        ``saved_at``.
         """
         self.execute(
-            f"UPDATE bareagent_sessions SET {column} = {column} + 1 WHERE session_id = ?",
-            (session_id,),
+            f"UPDATE bareagent_sessions SET {column} = {column} + ? WHERE session_id = ?",
+            (count, session_id),
         )
         rows = self.fetchall(
             f"SELECT {column}, saved_at FROM bareagent_sessions WHERE session_id = ?",
@@ -657,9 +731,9 @@ class _Runner:
         self.execute(
             "INSERT INTO bareagent_sessions (session_id, snapshot_seq, archive_seq, saved_at)"
             " VALUES (?, ?, ?, NULL)",
-            (session_id, int(column == "snapshot_seq"), int(column == "archive_seq")),
+            (session_id, count * (column == "snapshot_seq"), count * (column == "archive_seq")),
         )
-        return 1, None
+        return count, None
 
 
 class _Driver:
@@ -759,6 +833,12 @@ class _Driver:
                     "INSERT INTO bareagent_meta (name, value) VALUES (?, ?)",
                     ("schema_version", str(SCHEMA_VERSION)),
                 )
+
+
+def _encode_archive_record(record: ArchiveRecord) -> tuple[str, str]:
+    """The session id of a record and its JSON text (no newline)."""
+    session_id, encoded = encode_archive_record(record)
+    return session_id, encoded.decode("utf-8").rstrip("\n")
 
 
 def _archive_records(rows: list[Any], session_id: str) -> list[ArchiveRecord]:
