@@ -58,6 +58,10 @@ def _copy_message(message: Any) -> dict[str, Any]:
     return copied
 
 
+def _calls_of(message: dict[str, Any]) -> _Calls:
+    return tuple((c.call_id, c.name) for c in dialects.calls(message) if c.call_id)
+
+
 class HistoryCache:
     """Container copies of the last history seen, its weight and its tool calls."""
 
@@ -155,23 +159,18 @@ class HistoryCache:
         """``dialects.tool_names(messages)``, for the list the last :meth:`sync` saw,
         reading only the messages not read before."""
         calls = self._calls
-        unread = sorted(i for i in self._unread if i < len(calls))
+        unread: Sequence[int] = sorted(i for i in self._unread if i < len(calls))
         self._unread = set()
         names = self._names
         for index in unread:
-            found = calls[index] = tuple(
-                (c.call_id, c.name) for c in dialects.calls(messages[index]) if c.call_id
-            )
+            found = calls[index] = _calls_of(messages[index])
             if found and index < self._names_upto:
                 names = None  # a call amid those read: the last one wins, so in order
         if names is None:
             names = {}
-            for entry in calls:
-                if entry:
-                    names.update(entry)
-        else:
-            for index in unread:
-                names.update(calls[index] or ())
+            unread = range(len(calls))
+        for index in unread:
+            names.update(calls[index] or ())
         self._names, self._names_upto = names, len(calls)
         return names
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, compress, repeat
 from operator import add, attrgetter, eq, mul, ne, not_, sub
 from typing import Any, Final
@@ -169,8 +169,6 @@ _MEDIA_TYPES: Final = frozenset(
 """Block types that carry an image, a file or audio: each costs about a fixed amount."""
 _PAYLOAD: Final = 256
 """Strings longer than this that are encoded payloads are not read as text."""
-
-
 
 
 def _read(value: dict[Any, Any] | list[Any], strings: list[str], media: list[int]) -> Any:
@@ -429,6 +427,15 @@ def _new_entry(index: int, message: Message, by_content: dict[int, _Entry]) -> _
     return entry
 
 
+def _remap(by_content: dict[int, _Entry], left: list[_Entry], new: Iterable[_Entry]) -> None:
+    """Keep the content map of the entries in place: ``left`` left it, ``new`` came."""
+    for entry in left:
+        if by_content.get(entry.key) is entry:
+            del by_content[entry.key]
+    for entry in new:
+        by_content[entry.key] = entry
+
+
 class UsageLedger:
     """Counts a message list's tokens, anchored on the sizes the API reported.
 
@@ -506,21 +513,24 @@ class UsageLedger:
             entry = _new_entry(index, messages[index], by_content)
             resolved[index] = entries[ids[index]] = entry
             copies[index] = entry.copy
+        self._append(messages, ids, known, by_content)
+        self._ids = ids
+        _remap(by_content, left, map(resolved.__getitem__, chain(edited, range(known, len(ids)))))
+        if self._provisional and any(e.provisional for e in left):
+            self._provisional = [e for e in self._provisional if entries.get(id(e.message)) is e]
+        return resolved
+
+    def _append(
+        self, messages: list[Message], ids: list[int], known: int, by_content: dict[int, _Entry]
+    ) -> None:
+        """The entries of the messages from ``known`` on, appended to the last list."""
+        entries, resolved, copies = self._entries, self._resolved, self._copies
         for index in range(known, len(ids)):
             seen = entries.get(ids[index])  # the same object twice in the list
             entry = seen if seen is not None else _new_entry(index, messages[index], by_content)
             entries[ids[index]] = entry
             resolved.append(entry)
             copies.append(entry.copy)
-        self._ids = ids
-        for entry in left:
-            if by_content.get(entry.key) is entry:
-                del by_content[entry.key]
-        for entry in map(resolved.__getitem__, chain(edited, range(known, len(ids)))):
-            by_content[entry.key] = entry
-        if self._provisional and any(e.provisional for e in left):
-            self._provisional = [e for e in self._provisional if entries.get(id(e.message)) is e]
-        return resolved
 
     def _content_map(self) -> dict[int, _Entry]:
         """The entries of the last list by the hash of their content (kept between

@@ -22,7 +22,7 @@ non-text blocks are never cut.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain
 from typing import Any, Final
 
@@ -323,9 +323,7 @@ class OversizeScan:
         self._planned_at = []
         seen: set[int] = set()
         floor = limit * 4 // _MOST_QUARTERS_PER_CHAR
-        start = self._start(messages, limit)
-        edited = sorted({i for i in changed if i < start}) if changed and start else []
-        for index in chain(edited, range(start, len(messages))):
+        for index in self._indices(messages, limit, changed):
             message = messages[index]
             if (
                 type(message) is not dict
@@ -343,6 +341,15 @@ class OversizeScan:
         if planned:
             _name_tools(messages, planned)
         return planned
+
+    def _indices(
+        self, messages: Sequence[Any], limit: int, changed: Sequence[int] | None
+    ) -> Iterable[int]:
+        """The messages to read: from where the scan resumes, and those before it
+        that ``changed`` names."""
+        start = self._start(messages, limit)
+        edited = sorted({i for i in changed if i < start}) if changed and start else []
+        return chain(edited, range(start, len(messages)))
 
     def settle(self, messages: Sequence[Any], keep: Sequence[bool] | None) -> None:
         """Note which planned texts were kept whole (``keep`` false), to read again."""

@@ -541,25 +541,13 @@ class CompactorBase(Generic[ProviderT]):
         """One compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
         changed = self._changed(messages)
         repeat = not force and instructions is None and self._pending is None
-        if changed == [] and repeat and self._idle:
-            # Nothing changed since a call after which nothing was left to do: only
-            # the count can differ (a usage report).
-            quiet = self._idle_result(messages)
-            if quiet is not None:
-                return quiet
+        quiet = self._idle_result(messages) if repeat and changed == [] else None
+        if quiet is not None:
+            return quiet
         self._idle = False
         self._touched = False
-        pruned = cleared = 0
-        if self._pending is None:
-            # Not while a background summary is pending: its swap needs the history
-            # as it was, only appended to.
-            pruned = yield from self._prune(messages)
-            cleared = self._clear_thinking(messages)
-        if pruned or cleared:
-            changed = None
-            self._edited(0, messages)
-        self._trust_scan(messages, changed)
-        self._changes = changed
+        pruned, cleared = yield from self._prune_and_clear(messages)
+        self._trust_scan(messages, None if pruned or cleared else changed)
         undo = yield from self._micro(messages, force)
         try:
             yield from self._cut(messages, undo)
@@ -573,23 +561,35 @@ class CompactorBase(Generic[ProviderT]):
             self._oversize = OversizeScan()
             self._micro_scan.reset()
             raise
-        if undo:
-            # The size before step 1: the count after it, plus what it removed.
-            result = replace(result, tokens_before_micro=result.tokens_before + freed_tokens(undo))
-        if result.action is Action.FULL:
-            result = replace(result, prefix_changed=True, truncations=tuple(undo))
-        elif prefix_changed:
-            result = replace(result, prefix_changed=True)
+        result = _reported(result, undo, prefix_changed, pruned, cleared)
+        self._finish(messages, result, repeat and not (pruned or cleared))
+        return result
+
+    def _prune_and_clear(
+        self, messages: MutableSequence[Any]
+    ) -> Generator[Request, Any, tuple[int, int]]:
+        """Drop the part before the server's compaction and clear old thinking, as
+        configured; not while a background summary is pending (its swap needs the
+        history as it was, only appended to)."""
+        if self._pending is not None:
+            return 0, 0
+        pruned = yield from self._prune(messages)
+        cleared = self._clear_thinking(messages)
+        if pruned or cleared:
+            self._edited(0, messages)
+        return pruned, cleared
+
+    def _finish(
+        self, messages: MutableSequence[Any], result: CompactionResult, repeat: bool
+    ) -> None:
+        """Leave the history cache holding the history as this call leaves it (what
+        the micro scan and the tool names learnt hold for that history, not the one
+        the call began with), and note whether a call on it would change nothing."""
         if result.action is Action.FULL:
             self._edited(0, messages)
-        # The cache holds the history as this call leaves it: what the micro scan
-        # and the tool names learnt hold for that history, not the one it began with.
         in_sync = self._in_sync(messages)
-        if pruned or cleared:
-            result = replace(result, prefix_changed=True, pruned=pruned, thinking_cleared=cleared)
-        elif repeat:
+        if repeat:
             self._idle = in_sync and self._leaves_nothing(result)
-        return result
 
     def _changed(self, messages: MutableSequence[Any]) -> list[int] | None:
         """Validate ``messages`` and compare them with the history cache: the indices
@@ -614,8 +614,10 @@ class CompactorBase(Generic[ProviderT]):
         return changed
 
     def _trust_scan(self, messages: MutableSequence[Any], changed: list[int] | None) -> None:
-        """Let micro-compaction read only past what it knows, when the history before
-        that is unchanged (``changed``: what the cache saw change, ``None``: unknown)."""
+        """Let micro-compaction and the oversize scan read only past what they know,
+        when the history before that is unchanged (``changed``: what the cache saw
+        change, ``None``: unknown)."""
+        self._changes = changed
         scan = self._micro_scan
         scan.trusted = changed is not None and (not changed or changed[0] >= scan.clean)
         scan.names = partial(self._history.tool_names, messages) if changed is not None else None
@@ -635,8 +637,11 @@ class CompactorBase(Generic[ProviderT]):
         )
 
     def _idle_result(self, messages: MutableSequence[Any]) -> CompactionResult | None:
-        """The result of a call on a history left as the last call left it, with
-        nothing left to do: ``None`` unless the count is below every limit."""
+        """The result of a call on a history left as the last call left it, when that
+        call left nothing to do: only the count can differ (a usage report). ``None``
+        unless so, and the count is below every limit."""
+        if not self._idle:
+            return None
         options = self._options
         tokens = self._count_history(messages)
         if tokens > options.threshold or starts_early(
@@ -726,9 +731,7 @@ class CompactorBase(Generic[ProviderT]):
             self._touched = True  # a call again might truncate more
         return undo
 
-    def _archive_due(
-        self, planned: list[Due], force: bool
-    ) -> Generator[Request, Any, list[bool]]:
+    def _archive_due(self, planned: list[Due], force: bool) -> Generator[Request, Any, list[bool]]:
         """Which planned results may be truncated now: those whose record is durably
         archived. An archive that writes behind (a store opened with
         ``write_behind=True``) gets the records handed to its writer, and their
@@ -1439,3 +1442,19 @@ class CompactorBase(Generic[ProviderT]):
                 "that reads records back (JsonlTranscriptManager, SqlTranscriptManager)"
             )
         return read_original(reader, self._session_id, handle)
+
+
+def _reported(
+    result: CompactionResult, undo: Undo, prefix_changed: bool, pruned: int, cleared: int
+) -> CompactionResult:
+    """``result`` with what step 1 and the pruning did to the history."""
+    if undo:
+        # The size before step 1: the count after it, plus what it removed.
+        result = replace(result, tokens_before_micro=result.tokens_before + freed_tokens(undo))
+    if result.action is Action.FULL:
+        result = replace(result, prefix_changed=True, truncations=tuple(undo))
+    elif prefix_changed:
+        result = replace(result, prefix_changed=True)
+    if pruned or cleared:
+        result = replace(result, prefix_changed=True, pruned=pruned, thinking_cleared=cleared)
+    return result

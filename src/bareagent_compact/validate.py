@@ -56,9 +56,13 @@ def validate_messages(
             if objects and callable(getattr(message, "model_dump", None)):
                 continue
             raise not_a_dict(index, message)
-        role = message.get("role")
-        if not isinstance(role, str) and not _is_item(message, role):
-            raise TypeError(f"messages[{index}]['role'] must be a str, got {type(role).__name__}")
+        _check_role(index, message)
+
+
+def _check_role(index: int, message: dict[Any, Any]) -> None:
+    role = message.get("role")
+    if not isinstance(role, str) and not _is_item(message, role):
+        raise TypeError(f"messages[{index}]['role'] must be a str, got {type(role).__name__}")
 
 
 def _is_item(message: dict[Any, Any], role: object) -> bool:
