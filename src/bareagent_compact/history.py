@@ -80,6 +80,11 @@ class HistoryCache:
         self._names_upto = 0  # how many messages ``_names`` covers
 
     @property
+    def copies(self) -> list[dict[str, Any]]:
+        """The copies, in the order of the history the last :meth:`sync` saw."""
+        return self._copies
+
+    @property
     def empty(self) -> bool:
         """True when nothing is held (before the first call, after :meth:`forget`)."""
         return not self._copies

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, compress, repeat
 from operator import add, attrgetter, eq, mul, ne, not_, sub
@@ -369,11 +370,14 @@ class _Entry:
 
     __slots__ = ("charge", "copy", "features", "key", "message", "provisional")
 
-    def __init__(self, message: Message) -> None:
+    def __init__(self, message: Message, copy: Message | None = None) -> None:
         self.message = message
         # The copy is compared with the message to see in-place edits; the key
-        # finds an equal message under another identity.
-        self.copy, self.features, self.key = read_message(message)
+        # finds an equal message under another identity. A copy the history cache
+        # already holds of the same content is shared rather than kept twice.
+        own, features, self.key = read_message(message)
+        self.copy = own if copy is None else copy
+        self.features: Sequence[float] = array("d", features)
         self.provisional = False  # charged its estimate by the first report
         self.charge: float | None = None  # its share of the last report, if it was in it
 
@@ -388,6 +392,8 @@ class _Absent:
 
 
 _ABSENT: Final[Any] = _Absent()
+_DROPPED: Final[Sequence[float]] = array("d")
+"""The features of a charged message: not kept (only uncharged ones are predicted)."""
 _COPY_OF: Final = attrgetter("copy")
 _KEY_OF: Final = attrgetter("key")
 _CHARGE_OF: Final = attrgetter("charge")
@@ -415,12 +421,18 @@ _REJECTS_TO_ACCEPT: Final = 3
 """After this many implausible reports in a row, the next is believed (the content changed)."""
 
 
-def _new_entry(index: int, message: Message, by_content: dict[int, _Entry]) -> _Entry:
+def _new_entry(
+    index: int,
+    message: Message,
+    by_content: dict[int, _Entry],
+    copies: Sequence[Message] | None = None,
+) -> _Entry:
     """The entry of a message not seen under this identity (or edited): it keeps
-    the charge of an equal message seen before under another identity."""
+    the charge of an equal message seen before under another identity.
+    ``copies``: the history cache's copies of the list, to share."""
     if not isinstance(message, dict):
         raise not_a_dict(index, message)
-    entry = _Entry(message)
+    entry = _Entry(message, None if copies is None else copies[index])
     same = by_content.get(entry.key)
     if same is not None and same.charge is not None and message == same.copy:
         entry.charge = same.charge  # the same content, another identity
@@ -451,6 +463,7 @@ class UsageLedger:
         self._resolved: list[_Entry] = []
         self._copies: list[Any] = []  # the copies of the last list resolved, in order
         self._by_content: dict[int, _Entry] | None = None  # see _content_map
+        self._shared: Sequence[Message] | None = None  # copies to share, during a count
         self._overhead = 0.0
         self._reported = False
         self._calibration = _Calibration(_PRIOR)
@@ -510,7 +523,7 @@ class UsageLedger:
         left = []
         for index in edited:
             left.append(resolved[index])
-            entry = _new_entry(index, messages[index], by_content)
+            entry = _new_entry(index, messages[index], by_content, self._shared)
             resolved[index] = entries[ids[index]] = entry
             copies[index] = entry.copy
         self._append(messages, ids, known, by_content)
@@ -527,7 +540,9 @@ class UsageLedger:
         entries, resolved, copies = self._entries, self._resolved, self._copies
         for index in range(known, len(ids)):
             seen = entries.get(ids[index])  # the same object twice in the list
-            entry = seen if seen is not None else _new_entry(index, messages[index], by_content)
+            if seen is None:
+                seen = _new_entry(index, messages[index], by_content, self._shared)
+            entry = seen
             entries[ids[index]] = entry
             resolved.append(entry)
             copies.append(entry.copy)
@@ -558,7 +573,9 @@ class UsageLedger:
         for index in compress(range(len(ids)), map(not_, unchanged)):
             entry = created.get(ids[index])
             if entry is None:
-                entry = created[ids[index]] = _new_entry(index, messages[index], by_content)
+                entry = created[ids[index]] = _new_entry(
+                    index, messages[index], by_content, self._shared
+                )
             resolved[index] = entry
         before = len(self._entries)
         self._ids = ids
@@ -575,21 +592,33 @@ class UsageLedger:
     def _predict(self, entry: _Entry) -> float:
         return max(0.0, self._calibration.predict(entry.features))
 
-    def count(self, messages: list[Message]) -> int:
-        """The input size a request carrying ``messages`` is expected to have."""
+    def count(self, messages: list[Message], copies: Sequence[Message] | None = None) -> int:
+        """The input size a request carrying ``messages`` is expected to have;
+        ``copies``: container copies of ``messages`` to share (see :class:`_Entry`)."""
         if not self._reported:
             return self._fallback(messages)
-        entries = self._resolve(messages)
+        self._shared = copies
+        try:
+            entries = self._resolve(messages)
+        finally:
+            self._shared = None
         total = self._overhead + math.fsum(filter(None, map(_CHARGE_OF, entries)))
         for entry in entries:
             if entry.charge is None:
                 total += self._predict(entry)
         return max(0, math.ceil(total - 1e-6))
 
-    def record(self, messages: list[Message], input_tokens: int) -> None:
-        """Take the reported full input size of a request carrying ``messages``."""
+    def record(
+        self, messages: list[Message], input_tokens: int, copies: Sequence[Message] | None = None
+    ) -> None:
+        """Take the reported full input size of a request carrying ``messages``
+        (``copies``: as for :meth:`count`)."""
         check_int("input_tokens", input_tokens)
-        entries = self._resolve(messages)
+        self._shared = copies
+        try:
+            entries = self._resolve(messages)
+        finally:
+            self._shared = None
         known = math.fsum(filter(None, map(_CHARGE_OF, entries)))
         new = [e for e in entries if e.charge is None]
         features = [0.0] * _N
@@ -631,9 +660,9 @@ class UsageLedger:
         if predicted > input_tokens:
             scale = input_tokens / predicted
         self._overhead = max(0.0, input_tokens - predicted)
-        self._charge(new, predictions, scale)
         for entry in new:
             entry.provisional = True
+        self._charge(new, predictions, scale)
         self._provisional = new
         self._reported = True
 
@@ -664,7 +693,13 @@ class UsageLedger:
             change = min(self._predict(entry) - entry.charge, self._overhead)
             self._overhead -= change
             entry.charge += change
-        self._provisional = kept if self._accepted < _REPRICE_UNTIL else []
+        if self._accepted < _REPRICE_UNTIL:
+            self._provisional = kept
+            return
+        for entry in kept:  # the split is final: the features are no longer read
+            entry.provisional = False
+            entry.features = _DROPPED
+        self._provisional = []
 
     @staticmethod
     def _charge(
@@ -673,6 +708,8 @@ class UsageLedger:
         share = even / len(entries) if even is not None and entries else None
         for entry, prediction in zip(entries, predictions, strict=True):
             entry.charge = share if share is not None else prediction * scale
+            if not entry.provisional:
+                entry.features = _DROPPED  # charged: never predicted again
 
     def _plausible(self, residual: float, predicted: float) -> bool:
         """Whether ``residual`` tokens for content estimated at ``predicted`` can be believed."""

@@ -506,9 +506,10 @@ class CompactorBase(Generic[ProviderT]):
         ledger = self._ledger
         if ledger is None:
             return self._anchor.count(live, self._count_read)
-        if not ledger.reported and live is messages and cached and self._in_sync(messages):
+        synced = live is messages and cached and self._in_sync(messages)
+        if not ledger.reported and synced:
             return self._history.tokens(messages)  # the estimate, weighing what is new
-        return ledger.count(list(live))
+        return ledger.count(list(live), self._history.copies if synced else None)
 
     def record_usage(self, messages: Sequence[Any], usage: object) -> None:
         """Anchor the count on what the API reported for a request carrying ``messages``.
@@ -529,7 +530,11 @@ class CompactorBase(Generic[ProviderT]):
         index = self._server_scan.index(messages) if isinstance(messages, list) else None
         if not (isinstance(view, list) and _DICTS.issuperset(map(type, view))):
             view = plain_view(messages)  # SDK objects read as dicts, the list unchanged
-        self._ledger.record(list(dialects.live_view(view, index)), tokens)
+        live = list(dialects.live_view(view, index))
+        copies = self._history.copies
+        # The history as the last call left it: the ledger shares the cache's copies.
+        shared = copies if index is not None and index <= 0 and live == copies else None
+        self._ledger.record(live, tokens, shared)
         if not self._options.derived.micro_options.is_spec:
             self._idle = False  # what is cleared depends on the count
 
