@@ -29,7 +29,7 @@ import math
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, compress, repeat
-from operator import add, attrgetter, eq, mul, ne, not_, sub
+from operator import add, attrgetter, eq, is_, mul, ne, not_, sub
 from typing import Any, Final
 
 from bareagent_compact._limits import MAX_DEPTH, too_deep
@@ -602,10 +602,10 @@ class UsageLedger:
             entries = self._resolve(messages)
         finally:
             self._shared = None
-        total = self._overhead + math.fsum(filter(None, map(_CHARGE_OF, entries)))
-        for entry in entries:
-            if entry.charge is None:
-                total += self._predict(entry)
+        charges = list(map(_CHARGE_OF, entries))
+        total = self._overhead + math.fsum(filter(None, charges))
+        for entry in compress(entries, map(is_, charges, repeat(None))):
+            total += self._predict(entry)
         return max(0, math.ceil(total - 1e-6))
 
     def record(
@@ -687,10 +687,13 @@ class UsageLedger:
         the split they left with."""
         present = self._entries
         kept = [e for e in self._provisional if present.get(id(e.message)) is e]
+        weights = self._calibration.weights
         for entry in kept:
             assert entry.charge is not None
-            # Moved from the overhead to the message, never past what the overhead holds.
-            change = min(self._predict(entry) - entry.charge, self._overhead)
+            # Moved from the overhead to the message, never past what the overhead holds
+            # (the prediction of _predict, inlined: this runs over the first history).
+            predicted = max(0.0, float(sum(map(mul, weights, entry.features))))
+            change = min(predicted - entry.charge, self._overhead)
             self._overhead -= change
             entry.charge += change
         if self._accepted < _REPRICE_UNTIL:
