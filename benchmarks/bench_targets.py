@@ -60,7 +60,9 @@ repetition.
   ``JsonlTranscriptManager`` in a temporary directory (each record written and
   fsync-ed), against ``json.dumps`` after each turn; the median turn, in thread
   CPU time and in wall time (``time.perf_counter_ns``, which sees the fsync),
-  and the same replay without an archive for comparison.
+  again with ``JsonlTranscriptManager(directory, write_behind=True)`` (the
+  records written and fsync-ed by a writer thread, each result truncated once
+  its record is durable), and the same replay without an archive for comparison.
 """
 
 from __future__ import annotations
@@ -107,6 +109,8 @@ TARGETS = {
     "memory": ("cache memory (after record_usage) / the history's own objects", "<= 0.8x", 0.8),
     "archive_cpu": ("turn with an archive, median, thread CPU", "<= 1x", 1.0),
     "archive_wall": ("turn with an archive, median, wall", "<= 1x", 1.0),
+    "behind_cpu": ("turn with a write-behind archive, median, thread CPU", "<= 1x", 1.0),
+    "behind_wall": ("turn with a write-behind archive, median, wall", "<= 1x", 1.0),
 }
 
 
@@ -410,8 +414,19 @@ def archive_case(form: Form, size: int, mode: str) -> dict[str, Any]:
             path.read_text(encoding="utf-8").count("\n")
             for path in Path(directory).glob("*.archive.jsonl")
         )
+    with tempfile.TemporaryDirectory(prefix="bench-targets-") as directory:
+        behind_store = JsonlTranscriptManager(directory, write_behind=True)
+        try:
+            behind = replay(form, turns, threshold, mode, behind_store.archive)
+        finally:
+            behind_store.close()
     plain = replay(form, turns, threshold, mode, None)
-    return {"with_archive": archived, "without_archive": plain, "archive_records": records}
+    return {
+        "with_archive": archived,
+        "write_behind": behind,
+        "without_archive": plain,
+        "archive_records": records,
+    }
 
 
 # ----------------------------------------------------------------- the grid
@@ -485,6 +500,8 @@ def figures(results: dict[str, Any]) -> dict[str, list[float]]:
     archive = results["archive"].values()
     out["archive_cpu"] = [case["with_archive"]["cpu"] for case in archive]
     out["archive_wall"] = [case["with_archive"]["wall"] for case in archive]
+    out["behind_cpu"] = [case["write_behind"]["cpu"] for case in archive]
+    out["behind_wall"] = [case["write_behind"]["wall"] for case in archive]
     return out
 
 
@@ -521,14 +538,15 @@ def full_grid(results: dict[str, Any]) -> list[str]:
     lines += [
         "",
         "| archive replay: dialect / mode | turns | records | CPU | wall | wall p90 | wall max "
-        "| no archive: CPU | wall |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| write-behind: CPU | wall | no archive: CPU | wall |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, case in results["archive"].items():
-        arch, plain = case["with_archive"], case["without_archive"]
+        arch, behind, plain = case["with_archive"], case["write_behind"], case["without_archive"]
         lines.append(
             f"| {key} | {arch['turns']} | {case['archive_records']} | {arch['cpu']:.2f} "
             f"| {arch['wall']:.2f} | {arch['wall_p90']:.2f} | {arch['wall_max']:.1f} "
+            f"| {behind['cpu']:.2f} | {behind['wall']:.2f} "
             f"| {plain['cpu']:.2f} | {plain['wall']:.2f} |"
         )
     return lines

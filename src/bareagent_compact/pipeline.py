@@ -73,6 +73,7 @@ from bareagent_compact.rebuild import (
 from bareagent_compact.recall import (
     DEFAULT_RECALL_LIMIT,
     HANDLE_KEY,
+    Handles,
     answer_recall,
     archive_reader,
     check_span,
@@ -373,6 +374,7 @@ class CompactorBase(Generic[ProviderT]):
         self._server_scan = dialects.ServerScan()  # where the part the server reads begins
         self._history = HistoryCache()  # copies of the last history seen, and weights
         self._micro_scan = MicroScan()  # how far no result is due for truncation
+        self._handles: Handles = {}  # the recall handles of the last plan
         self._behind: dict[str, Queued] = {}  # records with the archive's writer, by handle
         self._kept_whole: list[tuple[Due, Queued]] = []  # this call's, for the writer
         self._idle = False  # a call on the history as the cache holds it would change nothing
@@ -708,7 +710,7 @@ class CompactorBase(Generic[ProviderT]):
             plain_messages(messages)
             validate_messages(messages)
             planned = plan_plain_micro(messages, keep_recent)
-        planned = with_handles(planned, self._session_id, options.archive)  # recall handles
+        planned = with_handles(planned, self._session_id, options.archive, self._handles)
         due = len(planned)
         policy = options.derived.micro_options
         if planned and not policy.is_spec:

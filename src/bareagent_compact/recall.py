@@ -112,21 +112,51 @@ def archive_reader(archive: object) -> ArchiveReader | None:
     return None
 
 
-def with_handles(planned: list[Due], session_id: str, archive: object) -> list[Due]:
+Handles = dict[tuple[str, str | None, int], tuple[object, str | None]]
+"""Handles already made, by session, key and the ``id`` of the content (kept with it)."""
+
+
+def with_handles(
+    planned: list[Due], session_id: str, archive: object, memo: Handles | None = None
+) -> list[Due]:
     """The planned truncations with a handle in their marker and archive record, when
-    ``archive`` is bound to an :class:`ArchiveReader`; otherwise ``planned`` as it is."""
+    ``archive`` is bound to an :class:`ArchiveReader`; otherwise ``planned`` as it is.
+
+    ``memo``: the handles of the last call's plan (a result due but kept whole, as
+    the cache preset does, is planned on every call); on return it holds this plan's.
+    """
+    known = dict(memo) if memo else {}
+    if memo is not None:
+        memo.clear()  # only what is due now is held
     if not planned or archive_reader(archive) is None:
         return planned
     handled: list[Due] = []
     for due in planned:
         record = due.record
-        handle = make_handle(session_id, record.get("tool_use_id"), record.get("content"))
+        handle = _remembered(session_id, record, known, memo)
         if handle is None:
             handled.append(due)
             continue
         marker = truncation_marker(record["tool_name"], due.chars, handle)
         handled.append(due._replace(marker=marker, record={**record, HANDLE_KEY: handle}))
     return handled
+
+
+def _remembered(
+    session_id: str, record: ArchiveRecord, known: Handles, memo: Handles | None
+) -> str | None:
+    """The handle of ``record``, taken from ``known`` when its content is the very
+    same string; noted in ``memo``."""
+    key, content = record.get("tool_use_id"), record.get("content")
+    slot = (session_id, key, id(content))
+    seen = known.get(slot)
+    if seen is not None and seen[0] is content and isinstance(content, str):
+        handle = seen[1]
+    else:
+        handle = make_handle(session_id, key, content)
+    if memo is not None:
+        memo[slot] = (content, handle)
+    return handle
 
 
 # -- reading back -----------------------------------------------------------------
