@@ -29,7 +29,7 @@ import math
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, compress, repeat
-from operator import add, attrgetter, eq, is_, mul, ne, not_, sub
+from operator import add, attrgetter, eq, is_, is_not, mul, ne, not_, sub
 from typing import Any, Final
 
 from bareagent_compact._limits import MAX_DEPTH, too_deep
@@ -495,7 +495,10 @@ class UsageLedger:
         """
         if not isinstance(messages, list):
             raise not_a_list(messages)
-        if len(messages) == len(self._copies) and messages == self._copies:
+        # Shared copies equal the messages (the caller checked): where the ledger
+        # holds the very same copies, the comparison is one of identities.
+        same = self._shared if self._shared is not None else messages
+        if len(same) == len(self._copies) and same == self._copies:
             return self._resolved  # nothing changed since the last call: one C-level compare
         ids = list(map(id, messages))
         known = len(self._ids)
@@ -515,7 +518,7 @@ class UsageLedger:
         objects at the same places): only the edited and new messages are read."""
         copies, resolved = self._copies, self._resolved
         known = len(copies)
-        edited = list(compress(range(known), map(ne, messages, copies)))
+        edited = self._edited(messages, copies)
         if not edited and len(ids) == known:
             return resolved
         by_content = self._content_map()
@@ -532,6 +535,14 @@ class UsageLedger:
         if self._provisional and any(e.provisional for e in left):
             self._provisional = [e for e in self._provisional if entries.get(id(e.message)) is e]
         return resolved
+
+    def _edited(self, messages: list[Message], copies: list[Any]) -> list[int]:
+        """Where ``messages`` differ from the ledger's ``copies`` (as long); with shared
+        copies, only where the ledger does not hold the cache's very copy is looked at."""
+        if self._shared is None:
+            return list(compress(range(len(copies)), map(ne, messages, copies)))
+        maybe = compress(range(len(copies)), map(is_not, copies, self._shared))
+        return [i for i in maybe if messages[i] != copies[i]]
 
     def _append(
         self, messages: list[Message], ids: list[int], known: int, by_content: dict[int, _Entry]
