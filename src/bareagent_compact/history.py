@@ -26,6 +26,7 @@ from bareagent_compact._limits import MAX_DEPTH
 from bareagent_compact.tokens import messages_quarters, quarters_to_tokens
 
 _LEAVES: Final = frozenset((str, int, float, bool, type(None)))
+_DICTS: Final = frozenset((dict,))
 _Calls = tuple[tuple[str, str], ...]
 
 
@@ -102,6 +103,8 @@ class HistoryCache:
         if type(messages) is not list:
             self.forget()
             return None
+        if not _DICTS.issuperset(map(type, messages)):
+            return None  # a message equal to its copy may still be another mapping
         copies = self._copies
         known = len(copies)
         start = min(start, known, len(messages))
