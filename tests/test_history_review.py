@@ -623,7 +623,6 @@ def test_a_history_whose_live_part_starts_at_a_compaction_block(options: dict[st
         twin.call()
 
 
-@pytest.mark.xfail(strict=True, reason="server scan")
 def test_forget_reads_a_compaction_block_placed_in_an_old_message() -> None:
     """``forget()`` makes the next call read every message again: a compaction
     block added in place to an old message is then found, as a new compactor finds it."""

@@ -1383,6 +1383,7 @@ class CompactorBase(Generic[ProviderT]):
         self._history.forget()
         self._idle = False
         self._oversize = OversizeScan()
+        self._server_scan = dialects.ServerScan()
 
     # --------------------------------------------------------------------- undo
 
