@@ -661,7 +661,6 @@ def test_another_task_edits_an_old_message_while_the_archive_is_awaited() -> Non
         twin.close()
 
 
-@pytest.mark.xfail(strict=True, reason="prune retry")
 def test_a_failed_snapshot_before_pruning_is_tried_again_on_the_next_call() -> None:
     state = {"fail": True}
 

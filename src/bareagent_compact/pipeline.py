@@ -679,6 +679,7 @@ class CompactorBase(Generic[ProviderT]):
                     saved.because(),
                     exc_info=saved.error,
                 )
+                self._touched = True  # the next call tries again
                 return 0
         for index in reversed(dead):
             del messages[index]
