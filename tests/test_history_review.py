@@ -501,9 +501,7 @@ def test_calls_from_two_threads_on_two_histories() -> None:
 # -------------------------------------------- (2) an archive hook that edits
 
 
-@pytest.mark.parametrize(
-    "where", [pytest.param(1, marks=pytest.mark.xfail(strict=True, reason="plug-in edits")), -1]
-)
+@pytest.mark.parametrize("where", [1, -1])
 def test_an_archive_hook_that_edits_the_history_during_micro_compaction(where: int) -> None:
     """The archive hook (or another task while it is awaited) edits a message
     before where the micro scan began: the count of the same call sees it."""
@@ -638,7 +636,6 @@ def test_forget_reads_a_compaction_block_placed_in_an_old_message() -> None:
 # ------------------------------------------------- async: another task edits
 
 
-@pytest.mark.xfail(strict=True, reason="plug-in edits")
 def test_another_task_edits_an_old_message_while_the_archive_is_awaited() -> None:
     def build(side: Side) -> AsyncCompactor:
         async def archive(record: dict[str, Any]) -> None:
