@@ -710,7 +710,6 @@ def test_a_summariser_that_puts_an_old_result_back_while_it_fails() -> None:
         twin.call()
 
 
-@pytest.mark.xfail(strict=True, reason="system holder")
 def test_a_system_message_holding_the_block_of_a_result_truncated_later() -> None:
     """A block object shared by a system message and a tool result: truncating the
     result changes the system message too, which lies before where the scan began."""
