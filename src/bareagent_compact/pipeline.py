@@ -1389,8 +1389,9 @@ class CompactorBase(Generic[ProviderT]):
 
         Calls compare the history with copies of the containers seen last time
         (one ``==``), and read again only what differs. ``==`` cannot see a change
-        of type between equal values (``1`` to ``True`` or ``1.0``) or an edit
-        inside an object it does not copy; after such an edit, call this. What
+        of type between equal values (``1`` to ``True`` or ``1.0``, a list to an
+        equal ``UserList``) or an edit inside an object it does not copy; after
+        such an edit, call this. What
         ``record_usage`` reported is kept: the next count is anchored as before.
         """
         self._forget_history()
