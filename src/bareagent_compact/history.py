@@ -9,8 +9,9 @@ weighed (their estimate, in quarters, is kept per message) and looked at by
 micro-compaction.
 
 Blind spot: ``==`` cannot see a change of type between equal values (``1`` to
-``True`` or ``1.0``). A history holding anything else than dicts, lists, strings,
-numbers, booleans and ``None`` (an SDK object, a tuple) is not cached: such
+``True`` or ``1.0``, a list inside a message to an equal ``UserList``). A history
+holding anything else than dicts, lists, strings, numbers, booleans and ``None``
+(an SDK object, a tuple, a message that is not a ``dict``) is not cached: such
 calls read everything, as they do without the cache.
 """
 
@@ -26,6 +27,7 @@ from bareagent_compact._limits import MAX_DEPTH
 from bareagent_compact.tokens import messages_quarters, quarters_to_tokens
 
 _LEAVES: Final = frozenset((str, int, float, bool, type(None)))
+_DICTS: Final = frozenset((dict,))
 _Calls = tuple[tuple[str, str], ...]
 
 
@@ -99,8 +101,7 @@ class HistoryCache:
         ``messages`` cannot be copied (an SDK object, a tuple: the copies are kept).
         ``start``: the messages before it are known to be unchanged (only what
         follows is compared)."""
-        if type(messages) is not list:
-            self.forget()
+        if not self._readable(messages):
             return None
         copies = self._copies
         known = len(copies)
@@ -132,6 +133,15 @@ class HistoryCache:
         changed.extend(range(common, len(messages)))
         self._unweighed.update(changed)
         return changed
+
+    def _readable(self, messages: MutableSequence[Any]) -> bool:
+        """Whether ``messages`` is a list of dicts; another sequence drops the copies,
+        a list holding something else keeps them (a message equal to its copy may
+        still be another mapping, such as a ``UserDict``)."""
+        if type(messages) is not list:
+            self.forget()
+            return False
+        return _DICTS.issuperset(map(type, messages))
 
     def _leave_weight(self, changed: list[int], common: int) -> None:
         """The copies of changed and removed messages leave the weight (those in it);

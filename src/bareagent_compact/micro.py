@@ -115,7 +115,7 @@ def _stale_slots(
                 elif block.get("type") == tool_result:
                     result = block.get("content")
                     if type(result) is not str or not result.startswith(prefix):
-                        _add_block_slot(message, block, due)
+                        plain &= _add_block_slot(message, block, due)
         role = message.get("role")
         if role != "user":
             plain &= _other_slots(message, role, due)
@@ -124,9 +124,14 @@ def _stale_slots(
 
 def _add_block_slot(
     message: dict[str, Any], block: dict[str, Any], due: list[dialects.Slot]
-) -> None:
-    if message.get("role") not in dialects.SYSTEM_ROLES:
-        due.append(block_slot(block))
+) -> bool:
+    """Add the slot of a result block not truncated yet; False for one in a system
+    message, never truncated, but maybe the very block of a result that is: such a
+    history is read whole (as one holding SDK objects), so no scan resumes past it."""
+    if message.get("role") in dialects.SYSTEM_ROLES:
+        return False
+    due.append(block_slot(block))
+    return True
 
 
 def _other_slots(message: dict[str, Any], role: Any, due: list[dialects.Slot]) -> bool:
@@ -157,8 +162,8 @@ def plan_micro(
     """The results micro-compaction would truncate now, with their markers (no change).
 
     ``None`` when the history may hold SDK objects (noticed on the way, at no
-    extra cost for a plain history): convert them, then call
-    :func:`plan_plain_micro`.
+    extra cost for a plain history), or a system message holds a result block:
+    convert them, then call :func:`plan_plain_micro`.
     """
     end = stale_end(messages, keep_recent)
     if end is None:

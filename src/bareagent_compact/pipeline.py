@@ -497,6 +497,17 @@ class CompactorBase(Generic[ProviderT]):
         self._synced = False
         self._edited_from = min(self._edited_from, index)
 
+    def _reread(self, messages: MutableSequence[Any]) -> None:
+        """A plug-in has just run (or, while it was awaited, another task): if it
+        changed the history, what this call learnt of the history no longer holds,
+        and the scans and the cache read it all again."""
+        if self._synced and self._history.sync(messages) == []:
+            return
+        self._edited(0, messages)
+        self._changes = None
+        self._micro_scan.reset()
+        self._oversize = OversizeScan()
+
     def _live(self, messages: MutableSequence[Any]) -> Sequence[Any]:
         """What the server reads of the history, found reading only appended messages."""
         return dialects.live_view(messages, self._server_scan.index(messages))
@@ -554,7 +565,7 @@ class CompactorBase(Generic[ProviderT]):
         self._idle = False
         self._touched = False
         pruned, cleared = yield from self._prune_and_clear(messages)
-        self._trust_scan(messages, None if pruned or cleared else changed)
+        self._trust_scan(messages, changed if self._synced else None)
         undo = yield from self._micro(messages, force)
         try:
             yield from self._cut(messages, undo)
@@ -671,6 +682,7 @@ class CompactorBase(Generic[ProviderT]):
             return 0
         if options.transcript_mgr is not None:
             saved: Outcome = yield SaveRequest(list(messages), self._session_id)
+            self._reread(messages)
             if saved.failed and options.require_snapshot:
                 logger.warning(
                     "messages before the server's compaction kept: snapshot failed for "
@@ -679,6 +691,7 @@ class CompactorBase(Generic[ProviderT]):
                     saved.because(),
                     exc_info=saved.error,
                 )
+                self._touched = True  # the next call tries again
                 return 0
         for index in reversed(dead):
             del messages[index]
@@ -727,6 +740,7 @@ class CompactorBase(Generic[ProviderT]):
         keep = None
         if options.archive is not None:
             keep = yield from self._archive_due(planned, force)
+            self._reread(messages)
         undo = apply_micro(planned, keep)
         if undo:
             self._anchor.forget()  # the reported size no longer fits the edited messages
@@ -858,6 +872,8 @@ class CompactorBase(Generic[ProviderT]):
         self._touched = True
         keep = yield from self._may_cut(messages, planned)
         self._oversize.settle(messages, keep)
+        if options.archive is not None or options.transcript_mgr is not None:
+            self._reread(messages)  # _may_cut asked one of them
         if keep is not None and not any(keep):
             return
         cut = apply_micro(planned, keep)
@@ -1373,8 +1389,9 @@ class CompactorBase(Generic[ProviderT]):
 
         Calls compare the history with copies of the containers seen last time
         (one ``==``), and read again only what differs. ``==`` cannot see a change
-        of type between equal values (``1`` to ``True`` or ``1.0``) or an edit
-        inside an object it does not copy; after such an edit, call this. What
+        of type between equal values (``1`` to ``True`` or ``1.0``, a list to an
+        equal ``UserList``) or an edit inside an object it does not copy; after
+        such an edit, call this. What
         ``record_usage`` reported is kept: the next count is anchored as before.
         """
         self._forget_history()
@@ -1383,6 +1400,7 @@ class CompactorBase(Generic[ProviderT]):
         self._history.forget()
         self._idle = False
         self._oversize = OversizeScan()
+        self._server_scan = dialects.ServerScan()
 
     # --------------------------------------------------------------------- undo
 
