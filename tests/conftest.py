@@ -6,8 +6,10 @@ from __future__ import annotations
 import copy
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
@@ -166,6 +168,38 @@ def recalled_in_new_process(kind: str, directory: Path, handles: list[str]) -> d
     )
     result: dict[str, str] = json.loads(done.stdout)
     return result
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a child Python process importing this checkout's package."""
+    package_root = str(Path(bareagent_compact.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    return env
+
+
+def printed_then_killed(
+    script: str, kind: str, directory: Path, run: int, delay: float
+) -> dict[str, str]:
+    """What a child running ``script`` (a compacting loop over a ``kind`` store under
+    ``directory``, printing "ready", then a call id and a handle per truncated
+    result) printed before it was killed with SIGKILL after ``delay`` seconds."""
+    with subprocess.Popen(
+        [sys.executable, "-c", script, kind, str(directory), str(run)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+    ) as proc:
+        assert proc.stdout is not None
+        if proc.stdout.readline() != b"ready\n":  # pragma: no cover - diagnostics
+            _, err = proc.communicate(timeout=10)
+            pytest.fail(f"the child did not start: {err.decode(errors='replace')}")
+        time.sleep(delay)
+        assert proc.poll() is None, "the child stopped before it was killed"
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate(timeout=10)
+    lines = (line.split() for line in out.decode().splitlines())
+    return {parts[0]: parts[1] for parts in lines if len(parts) == 2}
 
 
 class WriteOnlyArchive:

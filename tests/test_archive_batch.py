@@ -15,16 +15,12 @@ import logging
 import os
 import random
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import bareagent_compact
 from bareagent_compact import (
     ArchiveBatcher,
     AsyncCompactor,
@@ -34,7 +30,13 @@ from bareagent_compact import (
 )
 from bareagent_compact.micro import is_truncated
 from bareagent_compact.requests import archive_batch
-from conftest import READABLE_STORES, recalled_in_new_process, tool_history, tool_round
+from conftest import (
+    READABLE_STORES,
+    printed_then_killed,
+    recalled_in_new_process,
+    tool_history,
+    tool_round,
+)
 
 ROUNDS = 12
 TRUNCATED = ROUNDS - 3  # the three most recent results are kept
@@ -293,33 +295,6 @@ while True:
 """
 
 
-def child_env() -> dict[str, str]:
-    package_root = str(Path(bareagent_compact.__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    return env
-
-
-def printed_then_killed(kind: str, directory: Path, run: int, delay: float) -> dict[str, str]:
-    """What a compacting child printed (call id -> handle) before it was killed."""
-    with subprocess.Popen(
-        [sys.executable, "-c", CHILD, kind, str(directory), str(run)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=child_env(),
-    ) as proc:
-        assert proc.stdout is not None
-        if proc.stdout.readline() != b"ready\n":  # pragma: no cover - diagnostics
-            _, err = proc.communicate(timeout=10)
-            pytest.fail(f"the child did not start: {err.decode(errors='replace')}")
-        time.sleep(delay)
-        assert proc.poll() is None, "the child stopped before it was killed"
-        proc.send_signal(signal.SIGKILL)
-        out, _ = proc.communicate(timeout=10)
-    lines = (line.split() for line in out.decode().splitlines())
-    return {parts[0]: parts[1] for parts in lines if len(parts) == 2}
-
-
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 @pytest.mark.parametrize("kind", sorted(READABLE_STORES))
 def test_a_compactor_killed_at_random_truncated_only_what_was_archived(
@@ -328,7 +303,7 @@ def test_a_compactor_killed_at_random_truncated_only_what_was_archived(
     rng = random.Random(20250611)
     printed: dict[str, str] = {}
     for run in range(3):
-        printed |= printed_then_killed(kind, tmp_path, run, rng.uniform(0.3, 0.7))
+        printed |= printed_then_killed(CHILD, kind, tmp_path, run, rng.uniform(0.3, 0.7))
     assert len(printed) > 20  # the children truncated results before being killed
     mgr = READABLE_STORES[kind](tmp_path)
     try:

@@ -27,7 +27,6 @@ from typing import Any
 
 import pytest
 
-import bareagent_compact
 from bareagent_compact import (
     AsyncCompactor,
     Compactor,
@@ -38,7 +37,7 @@ from bareagent_compact.micro import is_truncated
 from bareagent_compact.recall import make_handle
 from bareagent_compact.requests import archive_behind
 from bareagent_compact.stores.behind import ArchiveWriter, known
-from conftest import READABLE_STORES, tool_history, tool_round
+from conftest import READABLE_STORES, child_env, printed_then_killed, tool_history, tool_round
 
 ROUNDS = 12
 TRUNCATED = ROUNDS - 3  # the three most recent results are kept
@@ -504,13 +503,6 @@ def test_the_async_compactor_waits_for_room_in_a_worker_thread(tmp_path: Path, g
 # -- crash safety --------------------------------------------------------------------------------
 
 
-def child_env() -> dict[str, str]:
-    package_root = str(Path(bareagent_compact.__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    return env
-
-
 # Compacts a growing session with a store writing behind (some calls forced, whose
 # unusable summaries leave the history as micro-compaction left it); after each
 # call prints the recall handles of the results it truncated. Killed at random, it must never
@@ -544,26 +536,6 @@ while True:
 """
 
 
-def printed_then_killed(kind: str, directory: Path, run: int, delay: float) -> dict[str, str]:
-    """What a compacting child printed (call id -> handle) before it was killed."""
-    with subprocess.Popen(
-        [sys.executable, "-c", CHILD, kind, str(directory), str(run)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=child_env(),
-    ) as proc:
-        assert proc.stdout is not None
-        if proc.stdout.readline() != b"ready\n":  # pragma: no cover - diagnostics
-            _, err = proc.communicate(timeout=10)
-            pytest.fail(f"the child did not start: {err.decode(errors='replace')}")
-        time.sleep(delay)
-        assert proc.poll() is None, "the child stopped before it was killed"
-        proc.send_signal(signal.SIGKILL)
-        out, _ = proc.communicate(timeout=10)
-    lines = (line.split() for line in out.decode().splitlines())
-    return {parts[0]: parts[1] for parts in lines if len(parts) == 2}
-
-
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 @pytest.mark.parametrize("kind", sorted(OPEN))
 def test_a_compactor_writing_behind_killed_at_random_truncated_only_what_was_durable(
@@ -572,7 +544,7 @@ def test_a_compactor_writing_behind_killed_at_random_truncated_only_what_was_dur
     rng = random.Random(20250612)
     printed: dict[str, str] = {}
     for run in range(3):
-        printed |= printed_then_killed(kind, tmp_path, run, rng.uniform(0.4, 0.9))
+        printed |= printed_then_killed(CHILD, kind, tmp_path, run, rng.uniform(0.4, 0.9))
     assert len(printed) > 20  # the children truncated results before being killed
     mgr = READABLE_STORES[kind](tmp_path)  # opened without write-behind
     try:
