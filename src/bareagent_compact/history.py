@@ -53,13 +53,6 @@ def _copy(value: Any, depth: int) -> Any:
     raise _Opaque
 
 
-def _copy_message(message: Any) -> dict[str, Any]:
-    if type(message) is not dict:
-        raise _Opaque
-    copied: dict[str, Any] = _copy(message, 0)
-    return copied
-
-
 def _calls_of(message: dict[str, Any]) -> _Calls:
     return tuple((c.call_id, c.name) for c in dialects.calls(message) if c.call_id)
 
@@ -105,13 +98,15 @@ class HistoryCache:
             return None
         copies = self._copies
         known = len(copies)
-        start = min(start, known, len(messages))
-        if len(messages) == known and (
-            messages == copies if not start else messages[start:] == copies[start:]
-        ):
-            return []
         common = min(known, len(messages))
-        if messages[start:common] == copies[start:common]:
+        start = min(start, common)
+        if start == 0 and common == known == len(messages):
+            same = messages == copies  # the steady call: no slices
+        else:
+            same = messages[start:common] == copies[start:common]
+        if same and common == len(messages) == known:
+            return []
+        if same:
             changed: list[int] = []
         else:
             changed = list(
@@ -120,8 +115,8 @@ class HistoryCache:
                 )
             )
         try:
-            replaced = [_copy_message(messages[index]) for index in changed]
-            tail = [_copy_message(message) for message in messages[common:]]
+            replaced = [_copy(messages[index], 0) for index in changed]  # dicts: see _readable
+            tail = [_copy(message, 0) for message in messages[common:]]
         except _Opaque:
             return None  # the copies still stand for the last history seen
         self._leave_weight(changed, common)

@@ -403,8 +403,7 @@ class CompactorBase(Generic[ProviderT]):
             self._behind.clear()  # another archive: what the old one writes is not read
         self._options = options
         self._idle = False
-        self._micro_scan.reset()
-        self._oversize = OversizeScan()  # read every message again under the new options
+        self._rescan()  # read every message again under the new options
         if options.derived.custom_counter != custom:
             self._reset_counting()
 
@@ -505,6 +504,10 @@ class CompactorBase(Generic[ProviderT]):
             return
         self._edited(0, messages)
         self._changes = None
+        self._rescan()
+
+    def _rescan(self) -> None:
+        """The micro-compaction and oversize scans read the whole history next time."""
         self._micro_scan.reset()
         self._oversize = OversizeScan()
 
@@ -576,8 +579,7 @@ class CompactorBase(Generic[ProviderT]):
             # The driver gave up (cancelled or interrupted) during a request: the
             # history goes back exactly as it was, and what was cut is looked at again.
             undo_micro(undo)
-            self._oversize = OversizeScan()
-            self._micro_scan.reset()
+            self._rescan()
             raise
         result = _reported(result, undo, prefix_changed, pruned, cleared)
         self._finish(messages, result, repeat and not (pruned or cleared))
@@ -660,11 +662,8 @@ class CompactorBase(Generic[ProviderT]):
         unless so, and the count is below every limit."""
         if not self._idle:
             return None
-        options = self._options
         tokens = self._count_history(messages)
-        if tokens > options.threshold or starts_early(
-            tokens, options.threshold, options.derived.background_tokens, False
-        ):
+        if self._may_fire(tokens):
             return None
         self._trigger.calls += 1
         return CompactionResult(Action.NONE, tokens, tokens, 0)
@@ -1391,12 +1390,9 @@ class CompactorBase(Generic[ProviderT]):
         (one ``==``), and read again only what differs. ``==`` cannot see a change
         of type between equal values (``1`` to ``True`` or ``1.0``, a list to an
         equal ``UserList``) or an edit inside an object it does not copy; after
-        such an edit, call this. What
-        ``record_usage`` reported is kept: the next count is anchored as before.
+        such an edit, call this. What ``record_usage`` reported is kept: the next
+        count is anchored as before.
         """
-        self._forget_history()
-
-    def _forget_history(self) -> None:
         self._history.forget()
         self._idle = False
         self._oversize = OversizeScan()
