@@ -10,8 +10,11 @@
 Every request must be accepted, check_request must find nothing after every
 compactor call, and the count the compactor reports (``tokens_after`` of the
 call made just before the request, anchored by ``record_usage``) must be within
-2% of the live input the fake server counts for that request, on average
-(the largest single error is bounded more loosely; see the assertion).
+2% of the live input the fake server counts for that request, on average over
+the loop. Single requests are held to looser bounds: 7% for the second (one
+usage report so far), 5% from the third on. Why not 2% each:
+docs/server-compaction.md#how-close-the-count-is (``benchmarks/bench_server_loops.py``
+measures it, and what exact per-message charges would leave).
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -163,6 +169,7 @@ class Tally:
 
     def figures(self) -> dict[str, Any]:
         server = self.server
+        later = [e for (turn, *_), e in zip(self.trace, self.errors, strict=True) if turn > 2]
         return {
             "turns": TURNS,
             "server": server.server_compactions - server.on_demand,
@@ -171,8 +178,16 @@ class Tally:
             "rejected": server.stats.rejected,
             "error": max(self.errors),
             "mean_error": sum(self.errors) / len(self.errors),
+            "error_from_third": max(later),
             "trace": self.trace,
         }
+
+
+def assert_counted_closely(figures: dict[str, Any]) -> None:
+    """2% on average; single requests: 7% on the second, 5% from the third on."""
+    assert figures["mean_error"] <= 0.02, figures
+    assert figures["error"] <= 0.07, figures
+    assert figures["error_from_third"] <= 0.05, figures
 
 
 def run(
@@ -244,11 +259,7 @@ def test_the_server_compacts_and_the_library_runs_alongside(dialect: str, thresh
     figures.pop("trace")
     print(f"mode a {dialect} threshold={threshold}: {json.dumps(figures)}")
     assert figures["rejected"] == 0, server.stats.rejections
-    # The per-request target (2%) holds on average, not on every request: the
-    # request after the first report (one calibration point) and those just after
-    # a compaction are off by up to 6.3% (Anthropic) and 4.3% (Responses).
-    assert figures["mean_error"] <= 0.02
-    assert figures["error"] <= 0.07
+    assert_counted_closely(figures)
 
 
 @pytest.mark.parametrize(
@@ -270,8 +281,7 @@ def test_the_server_summarises_for_the_library(
         assert figures["server"] == 0
     if force_at:
         assert figures["server"] >= 1
-    assert figures["mean_error"] <= 0.02
-    assert figures["error"] <= 0.07
+    assert_counted_closely(figures)
 
 
 @pytest.mark.parametrize("dialect", ["anthropic", "responses"])
@@ -283,5 +293,31 @@ def test_the_async_compactor_uses_the_async_clients_as_the_summariser(dialect: s
     assert figures["rejected"] == 0, server.stats.rejections
     assert figures["library"] >= 2 and figures["on_demand"] == figures["library"]
     assert figures["server"] == 0
-    assert figures["mean_error"] <= 0.02
-    assert figures["error"] <= 0.07
+    assert_counted_closely(figures)
+
+
+def test_the_loop_benchmark_reports_every_loop_and_the_exact_charge_bound(tmp_path: Path) -> None:
+    """``benchmarks/bench_server_loops.py`` prints the table of the docs, and its
+    ``--exact-charges`` run changes the counts it measures (the bound it reports)."""
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_server_loops.py"
+    rows = {}
+    for flags in ([], ["--exact-charges"]):
+        out = tmp_path / f"rows{len(flags)}.json"
+        done = subprocess.run(
+            [sys.executable, str(script), *flags, "--json", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "worst from the third request on" in done.stdout
+        rows[len(flags)] = json.loads(out.read_text(encoding="utf-8"))
+    library, exact = rows[0], rows[1]
+    assert [(r["loop"], r["dialect"]) for r in library] == [
+        (r["loop"], r["dialect"]) for r in exact
+    ]
+    assert {r["dialect"] for r in library} == {"anthropic", "responses"} and len(library) == 10
+    assert all(r["rejected"] == 0 and r["turns"] == TURNS for r in library + exact)
+    assert all(r["mean_error"] <= 0.02 for r in library)
+    assert [r["mean_error"] for r in library] != [r["mean_error"] for r in exact]
