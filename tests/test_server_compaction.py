@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from bareagent_compact import Compactor, check_request, estimate_tokens
+from bareagent_compact import Action, Compactor, check_request, estimate_tokens
 from bareagent_compact.dialects import fixed_end, live_view, server_compaction_index
-from bareagent_compact.plain import plain_messages
+from bareagent_compact.plain import plain_messages, plain_view
+from bareagent_compact.protocols import ServerCompactionRequest, ServerSummary
 from bareagent_compact.thinking import CLEARED_TEXT
 
 BLOCK = {"type": "compaction", "content": "Earlier: the user asked X.", "signature": "csig_1"}
@@ -240,3 +241,88 @@ def test_fixed_end_keeps_the_results_of_the_blocks_own_calls() -> None:
         {"role": "user", "content": "q"},
     ]
     assert fixed_end(history) == 2
+
+
+FAILED_BLOCK = {"type": "compaction", "content": None, "signature": None}
+
+
+class FailedCompaction:
+    """An SDK object of a failed compaction block (``content`` is ``None``)."""
+
+    type = "compaction"
+    content = None
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        return {"type": "compaction", "content": None}
+
+
+@pytest.mark.parametrize("failed", [FAILED_BLOCK, FailedCompaction()], ids=["dict", "sdk-object"])
+def test_a_failed_compaction_block_stands_for_nothing(failed: Any) -> None:
+    # content: null is a no-op to the server: everything before it is still read.
+    history: list[Any] = [
+        {"role": "user", "content": big("old question")},
+        {"role": "assistant", "content": big("old answer")},
+        {"role": "user", "content": "go on"},
+        {"role": "assistant", "content": [failed, {"type": "text", "text": "ok"}]},
+        {"role": "user", "content": "latest"},
+    ]
+    assert server_compaction_index(history) == -1
+    assert live_view(history) is history
+    whole = estimate_tokens(plain_view(history))
+    result = Compactor(lambda *_: "s", threshold=10**6, prune_before_server_compaction=True)(
+        history
+    )
+    assert result.pruned == 0 and len(history) == 5
+    assert result.tokens_before == whole
+    # A block with content after it is still the boundary.
+    history.append({"role": "assistant", "content": [dict(BLOCK)]})
+    assert server_compaction_index(history) == 5
+
+
+def test_failed_blocks_are_not_reported_as_duplicates() -> None:
+    history: list[Any] = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [dict(FAILED_BLOCK), {"type": "text", "text": "a"}]},
+        {"role": "user", "content": "r"},
+        {"role": "assistant", "content": [dict(FAILED_BLOCK), {"type": "text", "text": "b"}]},
+        {"role": "user", "content": "s"},
+    ]
+    assert check_request(history) == []
+    history[3]["content"] = [dict(BLOCK), {"type": "text", "text": "b"}]
+    history[1]["content"][0] = dict(BLOCK)
+    assert check_request(history) == ["message 3: compaction artefact duplicated"]
+
+
+def test_check_request_takes_the_originals_as_sdk_objects() -> None:
+    history: list[Any] = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [FakeCompaction()]},
+        {"role": "user", "content": "r"},
+    ]
+    assert check_request(history, original=[FakeCompaction()]) == []
+    plain_messages(history)
+    assert check_request(history, original=[FakeCompaction()]) == []
+    history[1]["content"][0]["content"] = "edited"
+    assert check_request(history, original=[FakeCompaction()]) == [
+        "message 1: compaction artefact altered (not as the server returned it)"
+    ]
+
+
+def test_a_server_summariser_is_sent_the_system_messages_before_the_artefact() -> None:
+    seen: list[Any] = []
+
+    def summarise(request: ServerCompactionRequest) -> ServerSummary:
+        seen.append(list(request.messages))
+        block = {"type": "compaction", "content": "newer summary"}
+        return ServerSummary(({"role": "assistant", "content": [block]},), "newer summary")
+
+    summarise.server_compaction = True  # type: ignore[attr-defined]
+    history = anthropic_history()  # a system message, then the dead part, then a block
+    history.insert(6, {"role": "system", "content": "reminder: stay on task"})
+    result = Compactor(summarise, threshold=100)(history, force=True)
+    assert result.action is Action.FULL
+    sent = seen[0]
+    systems = [m["content"] for m in sent if m.get("role") == "system"]
+    assert systems == ["be brief", "reminder: stay on task"]
+    assert sent[len(systems)]["content"][0] == BLOCK  # then the live part, from the block
+    assert all("old question" not in str(m.get("content")) for m in sent)

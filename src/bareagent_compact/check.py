@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from bareagent_compact import dialects
 from bareagent_compact.pairs import find_orphans
-from bareagent_compact.plain import plain_view
+from bareagent_compact.plain import dump_model, is_model, plain_view
 
 DIALECTS: Final = frozenset({"anthropic", "openai_chat", "openai_responses"})
 """The values ``dialect`` may take (``None``: every rule that applies to a message)."""
@@ -30,7 +30,9 @@ _ANSWERS: Final = frozenset({"function_call", "message", "custom_tool_call"})
 
 
 def _key(block: Any) -> str:
-    return json.dumps(block, sort_keys=True, default=str)
+    """The identity of an artefact: its JSON, fields sorted (an SDK object as the
+    server sent it)."""
+    return json.dumps(dump_model(block) if is_model(block) else block, sort_keys=True, default=str)
 
 
 def _orphan_errors(live: list[Any]) -> list[str]:
@@ -63,7 +65,7 @@ def _compaction_errors(messages: Sequence[Any], original: Iterable[Any] | None) 
         if _misplaced(messages[index], position):
             errors.append(f"{where}: compaction block misplaced (must open an assistant message)")
         key = _key(artefact)
-        if key in seen:
+        if key in seen and artefact.get("content", "") is not None:
             errors.append(f"{where}: compaction artefact duplicated")
         seen.add(key)
         if known is not None and key not in known:

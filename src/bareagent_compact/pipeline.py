@@ -1068,8 +1068,12 @@ class CompactorBase(Generic[ProviderT]):
         options = self._options
         derived = options.derived
         if is_server_summariser(options.provider):
-            prefix = live_prefix(plan.snapshot, plan.fixed_end)
-            return (yield from summarize_on_server(plan.systems, prefix, plan.source, plan.focus))
+            systems, prefix = live_prefix(plan.snapshot, plan.fixed_end)
+            return (
+                yield from summarize_on_server(
+                    [*systems, *plan.systems], prefix, plan.source, plan.focus
+                )
+            )
         return (
             yield from summarize_source(
                 plan.source,

@@ -29,14 +29,17 @@ from bareagent_compact.summarize import MAX_HALVINGS, Summarized, SummaryRequest
 logger = logging.getLogger("bareagent_compact.compactor")
 
 
-def live_prefix(snapshot: Sequence[Message], fixed_end: int) -> list[Message]:
+def live_prefix(snapshot: Sequence[Message], fixed_end: int) -> tuple[list[Message], list[Message]]:
     """What the server reads of ``snapshot[:fixed_end]`` (the part kept in place):
-    from the message holding the newest artefact on, system messages aside. A
-    server compaction must see it, or what that artefact stands for is lost."""
-    newest = dialects.server_compaction_index(snapshot[:fixed_end])
+    its system messages, wherever they are, and the rest from the message holding
+    the newest artefact on. A server compaction must see both, or the agent's
+    instructions, or what that artefact stands for, are lost."""
+    fixed = snapshot[:fixed_end]
+    systems = [m for m in fixed if dialects.is_system(m)]
+    newest = dialects.server_compaction_index(fixed)
     if newest < 0:
-        return []
-    return [m for m in snapshot[newest:fixed_end] if not dialects.is_system(m)]
+        return systems, []
+    return systems, [m for m in fixed[newest:] if not dialects.is_system(m)]
 
 
 def _half(source: Sequence[Message], covered: int) -> int:

@@ -29,7 +29,9 @@ from bareagent_compact import (
     ServerCompactionRequest,
     ServerSummary,
     check_request,
+    estimate_tokens,
 )
+from bareagent_compact.plain import plain_view
 from bareagent_compact.providers import anthropic_server_compaction, openai_responses_compaction
 
 TOOLS_A = [{"name": "search_logs", "description": "search", "input_schema": {"type": "object"}}]
@@ -300,3 +302,69 @@ def test_a_server_summary_value_from_any_callable_is_placed() -> None:
     )
     assert compactor(messages).action is Action.FULL
     assert messages[0]["content"][0] is block and seen == ["summary"]
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "responses"])
+def test_every_server_compaction_is_sent_the_system_prompt(dialect: str) -> None:
+    # After the first compaction the system message lies before the artefact:
+    # the server still reads it, and so must the next compaction request.
+    server = FakeServer(keep_bodies=True)
+    summariser, _ = summariser_for(dialect, server)
+    compactor = Compactor(summariser, threshold=100)
+    messages: list[Any] = [{"role": "system", "content": "You are terse."}]
+    for turn in range(3):
+        messages += [
+            {"role": "user", "content": f"Why do the workers time out, case {turn}? " * 40},
+            {"role": "assistant", "content": f"Looking at the logs of case {turn}. " * 40},
+            {"role": "user", "content": f"And now, case {turn}?"},
+        ]
+        assert compactor(messages).action is Action.FULL
+        assert messages[0] == {"role": "system", "content": "You are terse."}
+        assert check_request(messages, original=list(server.compactions.values())) == []
+    requests = [body for path, body in server.stats.bodies]
+    assert len(requests) == 3 and server.on_demand == 3
+    if dialect == "anthropic":
+        assert [body["system"] for body in requests] == ["You are terse."] * 3
+    else:
+        assert [body["instructions"] for body in requests] == ["You are terse."] * 3
+
+
+def test_check_request_takes_the_blocks_as_the_sdk_returned_them() -> None:
+    server = FakeServer()
+    client = anthropic_client(server)
+    response = client.beta.messages.create(
+        model="fake-model",
+        max_tokens=256,
+        messages=anthropic_history()[:2],
+        compaction={"type": "summarize"},
+        betas=["compact-2026-01-12"],
+    )
+    blocks = [b for b in response.content if b.type == "compaction"]
+    assert blocks and blocks[0].content
+    messages: list[Any] = [
+        {"role": "assistant", "content": response.content},
+        {"role": "user", "content": "next"},
+    ]
+    assert check_request(messages, original=blocks) == []
+    altered = blocks[0].model_copy(update={"content": "another summary"})
+    assert check_request(messages, original=[altered]) == [
+        "message 0: compaction artefact altered (not as the server returned it)"
+    ]
+
+
+def test_a_failed_sdk_compaction_block_leaves_the_whole_history_live() -> None:
+    # A reply opening with content: null (the server's compaction failed) is a no-op
+    # to the server: nothing before it is dead, nothing is pruned, all is counted.
+    failed = anthropic.types.beta.BetaCompactionBlock.model_validate(
+        {"type": "compaction", "content": None}
+    )
+    text = anthropic.types.beta.BetaTextBlock(type="text", text="Carrying on.")
+    messages: list[Any] = [*anthropic_history(), {"role": "assistant", "content": [failed, text]}]
+    messages.append({"role": "user", "content": "next"})
+    compactor = Compactor(lambda *_: "s", threshold=10**6, prune_before_server_compaction=True)
+    whole = estimate_tokens(plain_view(messages))
+    result = compactor(messages)
+    assert result.pruned == 0 and len(messages) == 5
+    assert result.tokens_before == whole
+    assert messages[3]["content"][0] == {"type": "compaction", "content": None}
+    assert check_request(messages) == []

@@ -7,6 +7,10 @@ that carries it; a Responses item (``{"type": "compaction", "id",
 "encrypted_content", "created_by"?}``) is an input item of its own. Either one
 stands for everything before it: the server reads the history from the newest
 one onwards (plus the system messages). Nothing in the library changes one.
+
+An Anthropic block with ``content: null`` is a compaction that failed: the server
+takes it as a no-op, so it stands for nothing and the history before it is still
+read. It is kept as it is, like any other block.
 """
 
 from __future__ import annotations
@@ -32,6 +36,14 @@ def _content_of(message: Any) -> Any:
     return getattr(message, "content", None)
 
 
+def _stands_for_history(block: Any) -> bool:
+    """A compaction block that replaces what came before it: any but one whose
+    ``content`` is ``null``."""
+    if isinstance(block, dict):
+        return block.get("type") == COMPACTION_TYPE and block.get("content", "") is not None
+    return _type_of(block) == COMPACTION_TYPE and getattr(block, "content", "") is not None
+
+
 def compaction_positions(message: Any) -> list[int]:
     """Where ``message`` holds compaction artefacts: the indices of its ``content``
     blocks of type ``compaction``, or ``[0]`` for a Responses compaction item."""
@@ -44,8 +56,12 @@ def compaction_positions(message: Any) -> list[int]:
 
 
 def holds_compaction(message: Any) -> bool:
-    """True when ``message`` is, or holds, a server compaction artefact."""
-    return bool(compaction_positions(message))
+    """True when ``message`` is, or holds, a server compaction artefact that stands
+    for the history before it (not a failed block with ``content: null``)."""
+    if _type_of(message) == COMPACTION_TYPE:
+        return True
+    content = _content_of(message)
+    return type(content) is list and any(map(_stands_for_history, content))
 
 
 def server_compaction_index(messages: Sequence[Any], start: int = 0) -> int:
@@ -54,7 +70,8 @@ def server_compaction_index(messages: Sequence[Any], start: int = 0) -> int:
     ``messages[start:]`` are read.
 
     A block is only ever in a message the model wrote, so user messages (most of
-    them tool results) are passed over unread.
+    them tool results) are passed over unread; a failed block (``content: null``)
+    is passed over too.
     """
     # Runs on every count: plain dicts are read inline.
     for index in range(len(messages) - 1, start - 1, -1):
@@ -68,8 +85,12 @@ def server_compaction_index(messages: Sequence[Any], start: int = 0) -> int:
         content = message.get("content")
         if type(content) is list and message.get("role") != "user":
             for block in content:
-                kind = block.get("type") if type(block) is dict else _type_of(block)
-                if kind == COMPACTION_TYPE:
+                if type(block) is dict:
+                    if block.get("type") != COMPACTION_TYPE:
+                        continue
+                    if block.get("content", "") is not None:
+                        return index
+                elif _stands_for_history(block):
                     return index
     return -1
 
