@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from bareagent_compact import Action, Compactor, dialects, find_orphans
+from bareagent_compact import Action, Compactor, _serialize, dialects, find_orphans
 from bareagent_compact.split import pending_start, verbatim_tail_start
+from bareagent_compact.summarize import segments
 from conftest import RecordingProvider, tool_round
 from converters import to_chat, to_responses
 
@@ -78,14 +79,20 @@ def test_tool_results_followed_only_by_a_system_message_are_the_pending_turn(
         {"role": "system", "content": "You are an agent."},
         {"role": "user", "content": "look"},
         *tool_round("a", "bash", "old output " * 20),
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "b", "name": "bash", "input": {}},
-            {"type": "tool_use", "id": "c", "name": "grep", "input": {}},
-        ]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "b", "content": "fresh b"},
-            {"type": "tool_result", "tool_use_id": "c", "content": "fresh c"},
-        ]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "b", "name": "bash", "input": {}},
+                {"type": "tool_use", "id": "c", "name": "grep", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "b", "content": "fresh b"},
+                {"type": "tool_result", "tool_use_id": "c", "content": "fresh c"},
+            ],
+        },
         {"role": "system", "content": "<reminder>"},
     ]
     messages = DIALECTS[dialect](history)
@@ -167,3 +174,40 @@ def test_the_verbatim_tail_reads_each_message_a_bounded_number_of_times(
     assert verbatim_tail_start(head, len(head), 10**9, size) == 3
     assert counted["size"] <= len(head)
     assert counted["continues"] <= 2 * len(head)
+
+
+USER_REMINDER = {"role": "user", "content": "<system-reminder>keep the todo list</system-reminder>"}
+
+
+@pytest.mark.parametrize("results", [False, True], ids=["after-a-request", "after-results"])
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_a_reminder_sent_as_user_text_is_pending_with_what_it_follows(
+    dialect: str, results: bool
+) -> None:
+    history = _task_history()
+    if results:
+        history += tool_round("b", "bash", "fresh output " * 20)  # a call and its result
+    messages = DIALECTS[dialect]([*history, dict(USER_REMINDER)])
+    assert pending_start(messages) == len(messages) - 2
+    pending = messages[-2:]
+    assert dialects.kind(pending[0]) in (
+        dialects.Kind.USER,
+        dialects.Kind.RESULTS,
+        dialects.Kind.RESULT,
+    )
+
+    Compactor(RecordingProvider())(messages, force=True)
+
+    assert all(a is b for a, b in zip(messages[-len(pending) :], pending, strict=True))
+    assert find_orphans(messages) == []
+    assert messages[-1] == USER_REMINDER
+
+
+def test_consecutive_user_messages_stay_one_segment_and_keep_their_labels() -> None:
+    source = [
+        {"role": "user", "content": "do it"},
+        dict(USER_REMINDER),
+        {"role": "assistant", "content": "done"},
+    ]
+    assert [len(s) for s in segments(source)] == [2, 1]
+    assert _serialize(source).count("[user]") == 2

@@ -67,8 +67,8 @@ def _serialize(messages: list[Any]) -> str:
     for message in messages:
         if previous is None:
             pieces.append(f"[{dialects.role_label(message)}]\n")
-        elif dialects.continues(previous, message):
-            pieces.append("\n")
+        elif dialects.continues(previous, message) and not dialects.is_user_input(message):
+            pieces.append("\n")  # the same speaker goes on; each user message is labelled
         else:
             pieces.append(f"\n\n[{dialects.role_label(message)}]\n")
         pieces.append(_escape_role_lines(render_message(message, names)))

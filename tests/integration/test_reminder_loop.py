@@ -153,20 +153,27 @@ DIALECTS: dict[str, Callable[[FakeServer], Any]] = {
 }
 
 
-def run_reminder_loop(dialect: Any, turns: int, threshold: int) -> Loop:
-    """``turns`` requests; before each, a reminder is appended and the history compacted."""
+def run_reminder_loop(
+    dialect: Any, turns: int, threshold: int, reminder_role: str | None = None
+) -> Loop:
+    """``turns`` requests; before each, a reminder is appended and the history compacted.
+    ``reminder_role`` "user": the reminder is user text (as some agents send it), which
+    must stay after the request, the two kept together."""
     compactor = Compactor(provider=dialect.provider, threshold=threshold)
     messages = dialect.start()
     tasks = iter(TASKS[1:] * (turns // len(TASKS) + 1))
     loop = Loop()
     for turn in range(turns):
-        messages.append(_reminder(dialect.role, turn))  # after the latest user message
-        request = _last_dialogue(messages)
+        reminder = _reminder(reminder_role or dialect.role, turn)
+        request = _last_dialogue(messages)  # the user's request or the tool results
+        messages.append(reminder)  # after the latest user message
         result = compactor(messages)
         if result.action is Action.FULL:
             loop.full += 1
-            if _last_dialogue(messages) is not request:
-                loop.misplaced.append(f"turn {turn}: {_last_dialogue(messages)!r:.80}")
+            tail = [m for m in messages if not dialects.is_system(m)][-2:]
+            expected = [request, reminder] if reminder_role == "user" else [tail[0], request]
+            if tail != expected or tail[-1] is not expected[-1]:
+                loop.misplaced.append(f"turn {turn}: {tail!r:.120}")
             loop.pending_requests += dialects.kind(request) is dialects.Kind.USER
         loop.failed += result.action is Action.FAILED
         dialect.step(messages, lambda: _request(next(tasks)))
@@ -190,3 +197,18 @@ def test_a_reminder_after_the_request_every_turn_keeps_the_request_pending(
     assert loop.full >= 3  # several full compactions
     assert loop.pending_requests >= 1  # a user's text request among the pending turns
     assert loop.misplaced == []  # after each, the request is the last non-system message
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_a_reminder_sent_as_user_text_stays_after_the_request_it_follows(dialect: str) -> None:
+    # The APIs merge consecutive user messages into one turn: the request (or the
+    # tool results) and the reminder after it are pending together, never summarised.
+    server = FakeServer()
+    loop = run_reminder_loop(DIALECTS[dialect](server), TURNS, THRESHOLDS[1], "user")
+    print(
+        f"{dialect} user-text reminder: turns={TURNS} full={loop.full} "
+        f"with a user request pending={loop.pending_requests} rejected={server.stats.rejected}"
+    )
+    assert server.stats.rejections == []
+    assert loop.failed == 0 and loop.full >= 3 and loop.pending_requests >= 1
+    assert loop.misplaced == []

@@ -92,6 +92,7 @@ __all__ = [
     "holds_compaction",
     "holds_objects",
     "is_system",
+    "is_user_input",
     "kind",
     "live_view",
     "own_result_slot",
@@ -124,6 +125,7 @@ def fixed_end(messages: Sequence[Message]) -> int:
             end += 1
     return end
 
+
 _ROLE_KINDS: Final[dict[Any, Kind]] = {
     "assistant": Kind.ASSISTANT,
     "system": Kind.SYSTEM,
@@ -151,6 +153,15 @@ def is_system(message: Message) -> bool:
     return message.get("role") in SYSTEM_ROLES and typed_item(message) is None
 
 
+_INPUT_KINDS: Final = frozenset({Kind.USER, Kind.RESULTS, Kind.RESULT})
+
+
+def is_user_input(message: Message) -> bool:
+    """A user message that is not tool results (the user's words, or text an agent
+    sends in the user's turn, such as a reminder)."""
+    return kind(message) is Kind.USER
+
+
 def continues(previous: Message, message: Message) -> bool:
     """True when ``message`` belongs to the same turn as ``previous`` just before it.
 
@@ -166,6 +177,10 @@ def continues(previous: Message, message: Message) -> bool:
             return openai_responses.is_result_item(previous)
         return kind(previous) is Kind.ASSISTANT
     role = message.get("role")
+    if role == "user" and message.get("type") in (None, MESSAGE_TYPE):
+        # User input right after user input or results: one turn (the APIs merge
+        # them), such as a reminder an agent appends after the user's request.
+        return kind(previous) in _INPUT_KINDS and is_user_input(message)
     if role == openai_chat.TOOL_ROLE:
         return openai_chat.is_tool_message(previous)
     if role == "assistant" and message.get("type") == MESSAGE_TYPE:
