@@ -67,7 +67,7 @@ def _serialize(messages: list[Any]) -> str:
     for message in messages:
         if previous is None:
             pieces.append(f"[{dialects.role_label(message)}]\n")
-        elif dialects.continues(previous, message) and not dialects.is_user_input(message):
+        elif message.get("role") != "user" and dialects.continues(previous, message):
             pieces.append("\n")  # the same speaker goes on; each user message is labelled
         else:
             pieces.append(f"\n\n[{dialects.role_label(message)}]\n")
