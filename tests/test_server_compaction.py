@@ -326,3 +326,19 @@ def test_a_server_summariser_is_sent_the_system_messages_before_the_artefact() -
     assert systems == ["be brief", "reminder: stay on task"]
     assert sent[len(systems)]["content"][0] == BLOCK  # then the live part, from the block
     assert all("old question" not in str(m.get("content")) for m in sent)
+
+
+def test_check_request_names_every_problem_by_its_index_in_the_list() -> None:
+    history = anthropic_history()  # the block is message 4; system message 0 is live
+    history.append({"role": "assistant", "content": ""})
+    history.append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "r"}]}
+    )
+    assert check_request(history) == [
+        "message 9: tool result x unpaired",
+        "message 8: empty content",
+    ]
+    items = responses_history()  # the item is message 2
+    items.append({"type": "reasoning", "id": "rs_1", "summary": []})
+    items.append({"role": "user", "content": "again"})
+    assert check_request(items) == ["message 6: reasoning item without its following item"]

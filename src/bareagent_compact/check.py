@@ -7,7 +7,8 @@ line per problem: unpaired tool calls and results (both ways); a compaction
 block that does not open an assistant message, appears twice, or differs from
 the one the server returned (when the original blocks are given); empty
 content; a Responses ``reasoning`` item not followed by the item the model
-produced with it. None of the three APIs requires roles to alternate
+produced with it. Each line names the message by its index in the list given.
+None of the three APIs requires roles to alternate
 (Anthropic merges consecutive messages of one role; Chat and Responses take
 any order), so that is not reported.
 """
@@ -19,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from bareagent_compact import dialects
+from bareagent_compact.dialects.server import is_system_message
 from bareagent_compact.pairs import find_orphans
 from bareagent_compact.plain import dump_model, is_model, plain_view
 
@@ -35,11 +37,12 @@ def _key(block: Any) -> str:
     return json.dumps(dump_model(block) if is_model(block) else block, sort_keys=True, default=str)
 
 
-def _orphan_errors(live: list[Any]) -> list[str]:
+def _orphan_errors(live: list[Any], at: Sequence[int]) -> list[str]:
     errors = []
     for orphan in find_orphans(live):
         half = "tool call" if orphan.kind == "tool_use" else "tool result"
-        errors.append(f"live message {orphan.message_index}: {half} {orphan.tool_use_id} unpaired")
+        where = at[orphan.message_index]
+        errors.append(f"message {where}: {half} {orphan.tool_use_id} unpaired")
     return errors
 
 
@@ -81,20 +84,20 @@ def _has_empty_text(content: Any) -> bool:
     )
 
 
-def _empty_errors(live: Sequence[Any]) -> list[str]:
+def _empty_errors(live: Sequence[Any], at: Sequence[int]) -> list[str]:
     errors = []
-    for index, message in enumerate(live):
+    for index, message in zip(at, live, strict=True):
         if dialects.typed_item(message) is not None or dialects.is_system(message):
             continue
         content = message.get("content")
         if content in ("", []) and not message.get("tool_calls"):
-            errors.append(f"live message {index}: empty content")
+            errors.append(f"message {index}: empty content")
         elif _has_empty_text(content):
-            errors.append(f"live message {index}: empty text block")
+            errors.append(f"message {index}: empty text block")
     return errors
 
 
-def _reasoning_errors(live: Sequence[Any]) -> list[str]:
+def _reasoning_errors(live: Sequence[Any], at: Sequence[int]) -> list[str]:
     errors = []
     for index, message in enumerate(live):
         if dialects.typed_item(message) != "reasoning":
@@ -104,7 +107,7 @@ def _reasoning_errors(live: Sequence[Any]) -> list[str]:
         if follower not in _ANSWERS or (
             follower == "message" and following is not None and following.get("role") != "assistant"
         ):
-            errors.append(f"live item {index}: reasoning item without its following item")
+            errors.append(f"message {at[index]}: reasoning item without its following item")
     return errors
 
 
@@ -120,8 +123,13 @@ def check_request(
     if dialect is not None and dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {sorted(DIALECTS)} or None, got {dialect!r}")
     view = plain_view(messages)
-    live = list(dialects.live_view(view))
-    errors = _orphan_errors(live) + _compaction_errors(view, original) + _empty_errors(live)
+    newest = dialects.server_compaction_index(view)
+    # Where each message the server reads is in ``messages``: problems are reported there.
+    at = [i for i in range(max(newest, 0)) if is_system_message(view[i])]
+    at += range(max(newest, 0), len(view))
+    live = list(dialects.live_view(view, newest))
+    errors = _orphan_errors(live, at) + _compaction_errors(view, original)
+    errors += _empty_errors(live, at)
     if dialect in (None, "openai_responses"):
-        errors += _reasoning_errors(live)
+        errors += _reasoning_errors(live, at)
     return errors
