@@ -327,11 +327,11 @@ def _thinking_errors(dialogue: list[Mapping[str, Any]]) -> list[str]:
     (a prefill, which the API refuses without one)."""
     if not dialogue:
         return []
-    if dialogue[-1]["role"] == "assistant":
-        index = len(dialogue) - 1
-    elif len(dialogue) > 1 and _blocks(dialogue[-1], "tool_result"):
-        index = len(dialogue) - 2
-    else:
+    index = len(dialogue) - 1
+    while index >= 0 and dialogue[index]["role"] == "user":
+        index -= 1  # consecutive user messages are one turn (the API merges them)
+    results = any(_blocks(m, "tool_result") for m in dialogue[index + 1 :])
+    if index < 0 or (index < len(dialogue) - 1 and not results):
         return []
     content = dialogue[index].get("content")
     first = content[0].get("type") if isinstance(content, list) and content else "text"

@@ -342,3 +342,26 @@ def test_check_request_names_every_problem_by_its_index_in_the_list() -> None:
     items.append({"type": "reasoning", "id": "rs_1", "summary": []})
     items.append({"role": "user", "content": "again"})
     assert check_request(items) == ["message 6: reasoning item without its following item"]
+
+
+def test_thinking_of_a_tool_loop_followed_by_a_user_text_reminder_is_kept() -> None:
+    thinking = {"type": "thinking", "thinking": "t", "signature": "s"}
+    history: list[Any] = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [dict(thinking), {"type": "text", "text": "old"}]},
+        {"role": "user", "content": "fix it"},
+        {
+            "role": "assistant",
+            "content": [
+                dict(thinking),
+                {"type": "tool_use", "id": "c1", "name": "bash", "input": {}},
+            ],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "r"}]},
+        {"role": "user", "content": "<system-reminder>stay on task</system-reminder>"},
+    ]
+    result = Compactor(lambda *_: "s", threshold=10**6, clear_thinking_after_turns=0)(history)
+    assert history[3]["content"][0] == thinking  # the tool loop still going on
+    assert result.thinking_cleared == 1 and history[1]["content"] == [
+        {"type": "text", "text": "old"}
+    ]

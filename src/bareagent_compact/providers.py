@@ -577,18 +577,35 @@ def _as_sent(value: object) -> dict[str, Any]:
     return data
 
 
+_TEXT_BLOCKS: Final = frozenset({"text", "input_text"})
+
+
+def _system_text(message: Mapping[str, Any]) -> str | None:
+    """The text of a system (or developer) message: its string content, or its text
+    blocks joined; ``None`` for any other message, or one holding something else."""
+    if message.get("role") not in ("system", "developer"):
+        return None
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(
+        isinstance(b, Mapping) and b.get("type") in _TEXT_BLOCKS and isinstance(b.get("text"), str)
+        for b in content
+    ):
+        return "\n".join(b["text"] for b in content)
+    return None
+
+
 def _systems(messages: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[Mapping[str, Any]]]:
     """The text of the system (and developer) messages, and the other messages."""
-    texts = [
-        m["content"]
-        for m in messages
-        if m.get("role") in ("system", "developer") and isinstance(m.get("content"), str)
-    ]
-    rest = [
-        m
-        for m in messages
-        if m.get("role") not in ("system", "developer") or not isinstance(m.get("content"), str)
-    ]
+    texts: list[str] = []
+    rest: list[Mapping[str, Any]] = []
+    for message in messages:
+        text = _system_text(message)
+        if text is None:
+            rest.append(message)
+        else:
+            texts.append(text)
     return texts, rest
 
 

@@ -26,10 +26,15 @@ CLEARED_TEXT: Final = "(thinking cleared)"
 
 
 def _last_user_input(messages: MutableSequence[Any]) -> int:
-    """The index of the last user input (not tool results), or -1."""
+    """The index of the last user input (not tool results) that opens a turn, or -1.
+    User text right after tool results (a reminder) continues their turn: the tool
+    loop is still the current one (the API merges the two messages)."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
-        if isinstance(message, dict) and dialects.kind(message) is dialects.Kind.USER:
+        if not isinstance(message, dict) or dialects.kind(message) is not dialects.Kind.USER:
+            continue
+        opening = messages[dialects.turn_start(messages, index)]
+        if dialects.kind(opening) is dialects.Kind.USER:
             return index
     return -1
 

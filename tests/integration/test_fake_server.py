@@ -200,3 +200,15 @@ def test_responses_output_text_without_annotations_is_rejected() -> None:
     del broken[5]["content"][0]["annotations"]
     errors = check_responses({"input": broken}, memory())
     assert any("annotations: required field missing" in e for e in errors)
+
+
+def test_anthropic_thinking_is_required_when_user_text_follows_the_results() -> None:
+    # The API merges the results and a reminder after them: the tool loop goes on.
+    block = {"type": "text", "text": "Summary so far."}
+    body = thinking_history(block)
+    body["messages"].append({"role": "user", "content": "<system-reminder>go on</system-reminder>"})
+    errors = check_anthropic(body, {})
+    assert len(errors) == 1 and "found `text`" in errors[0]
+    body["messages"][1]["content"] = body["messages"][1]["content"][:1]  # no tool call left
+    body["messages"][2] = {"role": "user", "content": "a new request"}
+    assert check_anthropic(body, {}) == []

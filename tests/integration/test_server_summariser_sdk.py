@@ -304,14 +304,17 @@ def test_a_server_summary_value_from_any_callable_is_placed() -> None:
     assert messages[0]["content"][0] is block and seen == ["summary"]
 
 
+@pytest.mark.parametrize("blocks", [False, True], ids=["text", "text-blocks"])
 @pytest.mark.parametrize("dialect", ["anthropic", "responses"])
-def test_every_server_compaction_is_sent_the_system_prompt(dialect: str) -> None:
+def test_every_server_compaction_is_sent_the_system_prompt(dialect: str, blocks: bool) -> None:
     # After the first compaction the system message lies before the artefact:
     # the server still reads it, and so must the next compaction request.
     server = FakeServer(keep_bodies=True)
     summariser, _ = summariser_for(dialect, server)
     compactor = Compactor(summariser, threshold=100)
-    messages: list[Any] = [{"role": "system", "content": "You are terse."}]
+    kind = "text" if dialect == "anthropic" else "input_text"
+    system: Any = [{"type": kind, "text": "You are terse."}] if blocks else "You are terse."
+    messages: list[Any] = [{"role": "system", "content": system}]
     for turn in range(3):
         messages += [
             {"role": "user", "content": f"Why do the workers time out, case {turn}? " * 40},
@@ -319,10 +322,11 @@ def test_every_server_compaction_is_sent_the_system_prompt(dialect: str) -> None
             {"role": "user", "content": f"And now, case {turn}?"},
         ]
         assert compactor(messages).action is Action.FULL
-        assert messages[0] == {"role": "system", "content": "You are terse."}
+        assert messages[0] == {"role": "system", "content": system}
         assert check_request(messages, original=list(server.compactions.values())) == []
     requests = [body for path, body in server.stats.bodies]
     assert len(requests) == 3 and server.on_demand == 3
+    assert all(m.get("role") != "system" for b in requests for m in b.get("messages", []))
     if dialect == "anthropic":
         assert [body["system"] for body in requests] == ["You are terse."] * 3
     else:
