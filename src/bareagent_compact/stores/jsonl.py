@@ -23,10 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from bareagent_compact.protocols import ArchiveRecord, Message
 from bareagent_compact.stores import codec
+from bareagent_compact.stores.archiving import ArchiveWrites
 from bareagent_compact.stores.codec import (
     DIRECTORY_MODE,
     FILE_MODE,
@@ -39,9 +40,6 @@ from bareagent_compact.stores.codec import (
     encode_snapshot,
 )
 from bareagent_compact.stores.errors import CorruptTranscriptError, SnapshotNotFoundError
-
-if TYPE_CHECKING:
-    from bareagent_compact.stores.behind import ArchiveWriter, Ticket
 
 __all__ = [
     "ARCHIVE_SUFFIX",
@@ -232,7 +230,7 @@ def _append_line(fd: int, line: bytes) -> int:
     return size
 
 
-class JsonlTranscriptManager:
+class JsonlTranscriptManager(ArchiveWrites[tuple[str, bytes]]):
     """Saves, lists and loads transcript snapshots under one directory.
 
     Snapshots are ``{session_id}_{timestamp}.jsonl``, one JSON message per line.
@@ -265,24 +263,10 @@ class JsonlTranscriptManager:
         self.directory = Path(os.fspath(directory)).expanduser().absolute()
         self.clock = clock
         self._last: datetime | None = None
-        self._writer: ArchiveWriter[tuple[str, bytes]] | None = None
-        if codec.check_flag("write_behind", write_behind):
-            from bareagent_compact.stores.behind import ArchiveWriter  # noqa: PLC0415
-
-            self._writer = ArchiveWriter(self._write_archive)
+        self._open_writer(write_behind)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.directory)!r})"
-
-    @property
-    def write_behind(self) -> bool:
-        """Whether archive records are written by a writer thread (``write_behind=True``)."""
-        return self._writer is not None
-
-    def flush(self, timeout: float | None = None) -> bool:
-        """Wait until the writer thread has written every record handed to it so far
-        (``write_behind=True``); ``False`` when ``timeout`` seconds passed first."""
-        return self._writer is None or self._writer.flush(timeout)
 
     def close(self) -> None:
         """Flush and end the writer thread (``write_behind=True``); nothing else to
@@ -412,56 +396,9 @@ class JsonlTranscriptManager:
         """Where the archive of ``session_id`` lives (it may not exist yet)."""
         return self.directory / f"{codec.file_stem(check_session_id(session_id))}{ARCHIVE_SUFFIX}"
 
-    def archive(self, record: ArchiveRecord) -> None:
-        """Append one truncated tool result to its session's archive file.
+    _encode_record = staticmethod(encode_archive_record)
 
-        ``record`` is what ``Compactor`` passes its ``archive`` hook: ``session_id``,
-        ``tool_use_id``, ``tool_name`` and the original ``content``. The line is
-        written with one append and ``fsync``-ed before this returns; any failure
-        raises, so the compactor keeps the result whole.
-        """
-        self.archive_many([record])
-
-    def archive_many(self, records: Sequence[ArchiveRecord]) -> None:
-        """Append several records (what ``Compactor`` passes when ``archive=mgr.archive``:
-        all the records of one call), with one write and one ``fsync`` per archive file.
-
-        Every record is encoded before anything is written, so a record that cannot
-        be encoded writes none. Any failure raises, and the compactor then keeps
-        every one of these results whole. The directory is ``fsync``-ed only when
-        an archive file was created. With ``write_behind=True`` the writer thread
-        writes them, and this returns once it has.
-        """
-        encoded = [encode_archive_record(record) for record in records]
-        if self._writer is None:
-            self._write_archive(encoded)
-        elif encoded:
-            from bareagent_compact.stores.behind import known, wait  # noqa: PLC0415
-
-            wait(self._writer.submit([known(item) for item in encoded]))
-
-    def archive_behind(self, records: Sequence[ArchiveRecord], *, block: bool = True) -> Ticket:
-        """Hand records to the writer thread (``write_behind=True``) and return at once.
-
-        A record whose content is a ``str`` is encoded by the writer (do not
-        change the record after handing it over); any other is encoded here, and
-        one that cannot be encoded raises: none is handed over. The returned
-        future is done once the writer has appended and ``fsync``-ed them (in one
-        group with whatever else it holds), with one entry per record: ``None``
-        once it is durable, or the exception that kept it from the archive (a
-        failed group is written again record by record).
-        Waits while the writer holds ``WRITE_BEHIND_QUEUE`` records, or with
-        ``block=False`` raises ``queue.Full``. Without ``write_behind`` the records
-        are written now and the future is done when this returns.
-        """
-        from bareagent_compact.stores.behind import encoders, write_now  # noqa: PLC0415
-
-        items = encoders(encode_archive_record, records)
-        if self._writer is None:
-            return write_now(self._write_archive, items)
-        return self._writer.submit(items, block=block)
-
-    def _write_archive(self, encoded: Sequence[tuple[str, bytes]]) -> None:
+    def _write_records(self, encoded: Sequence[tuple[str, bytes]]) -> None:
         """Append encoded records to their sessions' archives, one write and one
         ``fsync`` per file (and the directory's when a file was created)."""
         batches: dict[str, list[bytes]] = {}

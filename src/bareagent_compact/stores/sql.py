@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from bareagent_compact.protocols import ArchiveRecord, Message
 from bareagent_compact.stores import codec
+from bareagent_compact.stores.archiving import ArchiveWrites
 from bareagent_compact.stores.codec import (
     DIRECTORY_MODE,
     FILE_MODE,
@@ -39,9 +40,6 @@ from bareagent_compact.stores.codec import (
     encode_snapshot,
 )
 from bareagent_compact.stores.errors import CorruptTranscriptError, SnapshotNotFoundError
-
-if TYPE_CHECKING:
-    from bareagent_compact.stores.behind import ArchiveWriter, Ticket
 
 __all__ = [
     "PARAMSTYLES",
@@ -273,7 +271,7 @@ def _connector(
     )
 
 
-class SqlTranscriptManager:
+class SqlTranscriptManager(ArchiveWrites[tuple[str, str]]):
     """Saves, lists and loads transcript snapshots in a SQL database.
 
     ``connection_factory`` is a path to a sqlite3 file (created ``0o600`` and put
@@ -316,11 +314,7 @@ class SqlTranscriptManager:
         # referenced so that no finaliser in this process closes them either.
         self._inherited: list[Any] = []
         self._schema_checked = False
-        self._writer: ArchiveWriter[tuple[str, str]] | None = None
-        if codec.check_flag("write_behind", write_behind):
-            from bareagent_compact.stores.behind import ArchiveWriter  # noqa: PLC0415
-
-            self._writer = ArchiveWriter(self._insert_archive, on_exit=self._release_connection)
+        self._open_writer(write_behind, on_exit=self._release_connection)
 
     def __repr__(self) -> str:
         if self.path is not None:
@@ -459,53 +453,13 @@ class SqlTranscriptManager:
 
     # -- archive of truncated tool results -----------------------------------
 
-    def archive(self, record: ArchiveRecord) -> None:
-        """Store one truncated tool result (the ``archive=`` hook of ``Compactor``).
+    @staticmethod
+    def _encode_record(record: ArchiveRecord) -> tuple[str, str]:
+        """The session id of a record and its JSON text (no newline)."""
+        session_id, encoded = encode_archive_record(record)
+        return session_id, encoded.decode("utf-8").rstrip("\n")
 
-        Committed before this returns; any failure raises, so the compactor keeps
-        the result whole.
-        """
-        self.archive_many([record])
-
-    def archive_many(self, records: Sequence[ArchiveRecord]) -> None:
-        """Store several records in one transaction (what ``Compactor`` passes when
-        ``archive=store.archive``: all the records of one call).
-
-        Committed before this returns; any failure raises and stores none of
-        them, so the compactor keeps every one of these results whole. With
-        ``write_behind=True`` the writer thread stores them, and this returns
-        once it has.
-        """
-        encoded = [_encode_archive_record(record) for record in records]
-        if self._writer is None:
-            self._insert_archive(encoded)
-        elif encoded:
-            from bareagent_compact.stores.behind import known, wait  # noqa: PLC0415
-
-            wait(self._writer.submit([known(item) for item in encoded]))
-
-    def archive_behind(self, records: Sequence[ArchiveRecord], *, block: bool = True) -> Ticket:
-        """Hand records to the writer thread (``write_behind=True``) and return at once;
-        the future is done once they are committed (see
-        ``JsonlTranscriptManager.archive_behind``)."""
-        from bareagent_compact.stores.behind import encoders, write_now  # noqa: PLC0415
-
-        items = encoders(_encode_archive_record, records)
-        if self._writer is None:
-            return write_now(self._insert_archive, items)
-        return self._writer.submit(items, block=block)
-
-    @property
-    def write_behind(self) -> bool:
-        """Whether archive records are stored by a writer thread (``write_behind=True``)."""
-        return self._writer is not None
-
-    def flush(self, timeout: float | None = None) -> bool:
-        """Wait until the writer thread has stored every record handed to it so far
-        (``write_behind=True``); ``False`` when ``timeout`` seconds passed first."""
-        return self._writer is None or self._writer.flush(timeout)
-
-    def _insert_archive(self, encoded: Sequence[tuple[str, str]]) -> None:
+    def _write_records(self, encoded: Sequence[tuple[str, str]]) -> None:
         """Insert encoded records in one transaction."""
         batches: dict[str, list[str]] = {}
         for session_id, line in encoded:
@@ -833,12 +787,6 @@ class _Driver:
                     "INSERT INTO bareagent_meta (name, value) VALUES (?, ?)",
                     ("schema_version", str(SCHEMA_VERSION)),
                 )
-
-
-def _encode_archive_record(record: ArchiveRecord) -> tuple[str, str]:
-    """The session id of a record and its JSON text (no newline)."""
-    session_id, encoded = encode_archive_record(record)
-    return session_id, encoded.decode("utf-8").rstrip("\n")
 
 
 def _archive_records(rows: list[Any], session_id: str) -> list[ArchiveRecord]:
