@@ -6,7 +6,9 @@ from __future__ import annotations
 import copy
 import json
 import os
+import random
 import signal
+import string
 import subprocess
 import sys
 import time
@@ -18,6 +20,7 @@ import pytest
 
 import bareagent_compact
 from bareagent_compact import JsonlTranscriptManager, SqlTranscriptManager
+from bareagent_compact.micro import is_truncated
 
 
 class RecordingProvider:
@@ -200,6 +203,86 @@ def printed_then_killed(
         out, _ = proc.communicate(timeout=10)
     lines = (line.split() for line in out.decode().splitlines())
     return {parts[0]: parts[1] for parts in lines if len(parts) == 2}
+
+
+def result_contents(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every tool result's content by its call id (Anthropic messages)."""
+    return {
+        block["tool_use_id"]: block["content"]
+        for message in messages
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    }
+
+
+def truncated_ids(messages: list[dict[str, Any]]) -> list[str]:
+    """The call ids of the tool results micro-compaction truncated, sorted."""
+    return sorted(k for k, content in result_contents(messages).items() if is_truncated(content))
+
+
+_CRASH_CHILD: Final = string.Template("""
+import logging, sys
+from bareagent_compact import Compactor, JsonlTranscriptManager, SqlTranscriptManager
+from bareagent_compact.micro import is_truncated
+logging.disable(logging.CRITICAL)  # a forced call's unusable summary is refused, with a warning
+kind, directory, run = sys.argv[1], sys.argv[2], int(sys.argv[3])
+mgr = (JsonlTranscriptManager(directory + "/transcripts", write_behind=$behind) if kind == "jsonl"
+       else SqlTranscriptManager(directory + "/transcripts.db", write_behind=$behind))
+compactor = Compactor(lambda p: $summary, None, 10**9, "alpha", archive=mgr.archive)
+messages = [{"role": "user", "content": "task"}]
+print("ready", flush=True)
+turn = 0
+while True:
+    for _ in range(1 + turn % 4):
+        tid = f"{run}-{turn}"
+        messages.append({"role": "assistant", "content": [
+            {"type": "tool_use", "id": tid, "name": "bash", "input": {}}]})
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": tid, "content": f"{tid} " + "y" * 3000}]})
+        turn += 1
+    compactor(messages, force=$force)
+    for message in messages[-40:]:
+        for block in message["content"] if isinstance(message["content"], list) else []:
+            if block.get("type") == "tool_result" and is_truncated(block["content"]):
+                print(block["tool_use_id"], block["content"].rsplit(" ", 1)[-1][:-1], flush=True)
+    del messages[1:-$keep]
+""")
+
+
+def crash_child(*, write_behind: bool, summary: str, force: str, keep: int) -> str:
+    """A child script for :func:`printed_then_killed`: it compacts a growing session
+    of 3,000-character results with ``archive=`` a store (``write_behind`` or not),
+    the summariser answering ``summary``, forcing calls when the expression
+    ``force`` (of ``turn``) is true and keeping ``keep`` messages after the first;
+    after each call it prints the recall handles of the results it truncated."""
+    return _CRASH_CHILD.substitute(
+        behind=write_behind, summary=repr(summary), force=force, keep=keep
+    )
+
+
+def printed_by_killed_children(
+    script: str, kind: str, directory: Path, seed: int, delays: tuple[float, float]
+) -> dict[str, str]:
+    """What three children running ``script`` in turn printed, each killed after a
+    random delay within ``delays``."""
+    rng = random.Random(seed)
+    printed: dict[str, str] = {}
+    for run in range(3):
+        printed |= printed_then_killed(script, kind, directory, run, rng.uniform(*delays))
+    assert len(printed) > 20  # the children truncated results before being killed
+    return printed
+
+
+def assert_archived_as_printed(mgr: Any, printed: dict[str, str]) -> dict[str, Any]:
+    """Every handle a child printed names the record of its result in ``mgr``'s
+    archive of session ``alpha``; the archive's records by handle."""
+    archived = {record["handle"]: record for record in mgr.load_archive("alpha")}
+    for tool_use_id, handle in printed.items():
+        assert handle in archived, tool_use_id
+        assert archived[handle]["tool_use_id"] == tool_use_id
+        assert archived[handle]["content"] == f"{tool_use_id} " + "y" * 3000
+    return archived
 
 
 class WriteOnlyArchive:

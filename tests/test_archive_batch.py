@@ -13,7 +13,6 @@ import copy
 import json
 import logging
 import os
-import random
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,14 +27,17 @@ from bareagent_compact import (
     JsonlTranscriptManager,
     SqlTranscriptManager,
 )
-from bareagent_compact.micro import is_truncated
 from bareagent_compact.requests import archive_batch
 from conftest import (
     READABLE_STORES,
-    printed_then_killed,
+    assert_archived_as_printed,
+    crash_child,
+    printed_by_killed_children,
     recalled_in_new_process,
+    result_contents,
     tool_history,
     tool_round,
+    truncated_ids,
 )
 
 ROUNDS = 12
@@ -49,21 +51,6 @@ def output(turn: int) -> str:
 
 def session(rounds: int = ROUNDS) -> list[dict[str, Any]]:
     return tool_history(rounds, output=output)
-
-
-def results(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """Every tool result's content by its call id."""
-    return {
-        block["tool_use_id"]: block["content"]
-        for message in messages
-        if isinstance(message["content"], list)
-        for block in message["content"]
-        if block.get("type") == "tool_result"
-    }
-
-
-def truncated_ids(messages: list[dict[str, Any]]) -> list[str]:
-    return sorted(key for key, content in results(messages).items() if is_truncated(content))
 
 
 def too_deep() -> list[Any]:
@@ -239,7 +226,7 @@ def test_one_record_the_archive_refuses_does_not_keep_the_others_whole(
     compactor = Compactor(lambda prompt: "S", None, 10**9, "alpha", archive=mgr.archive)
     assert compactor(messages).truncated == TRUNCATED - 1
     assert "t2" not in truncated_ids(messages)
-    assert results(messages)["t2"] is deep
+    assert result_contents(messages)["t2"] is deep
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [FAILED]
     assert len(mgr.load_archive("alpha")) == TRUNCATED - 1
 
@@ -267,32 +254,7 @@ def test_every_truncated_result_is_read_back_after_reopening_the_store(
 # Compacts a growing session; after each call prints the recall handles of the
 # results it truncated. Killed at random, it must never have printed a handle
 # the store cannot give back.
-CHILD = """
-import sys
-from bareagent_compact import Compactor, JsonlTranscriptManager, SqlTranscriptManager
-from bareagent_compact.micro import is_truncated
-kind, directory, run = sys.argv[1], sys.argv[2], int(sys.argv[3])
-mgr = (JsonlTranscriptManager(directory + "/transcripts") if kind == "jsonl"
-       else SqlTranscriptManager(directory + "/transcripts.db"))
-compactor = Compactor(lambda p: "S", None, 10**9, "alpha", archive=mgr.archive)
-messages = [{"role": "user", "content": "task"}]
-print("ready", flush=True)
-turn = 0
-while True:
-    for _ in range(1 + turn % 4):
-        tid = f"{run}-{turn}"
-        messages.append({"role": "assistant", "content": [
-            {"type": "tool_use", "id": tid, "name": "bash", "input": {}}]})
-        messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": tid, "content": f"{tid} " + "y" * 3000}]})
-        turn += 1
-    compactor(messages)
-    for message in messages[-40:]:
-        for block in message["content"] if isinstance(message["content"], list) else []:
-            if block.get("type") == "tool_result" and is_truncated(block["content"]):
-                print(block["tool_use_id"], block["content"].rsplit(" ", 1)[-1][:-1], flush=True)
-    del messages[1:-8]
-"""
+CHILD = crash_child(write_behind=False, summary="S", force="False", keep=8)
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
@@ -300,18 +262,10 @@ while True:
 def test_a_compactor_killed_at_random_truncated_only_what_was_archived(
     kind: str, tmp_path: Path
 ) -> None:
-    rng = random.Random(20250611)
-    printed: dict[str, str] = {}
-    for run in range(3):
-        printed |= printed_then_killed(CHILD, kind, tmp_path, run, rng.uniform(0.3, 0.7))
-    assert len(printed) > 20  # the children truncated results before being killed
+    printed = printed_by_killed_children(CHILD, kind, tmp_path, 20250611, (0.3, 0.7))
     mgr = READABLE_STORES[kind](tmp_path)
     try:
-        archived = {record["handle"]: record for record in mgr.load_archive("alpha")}
-        for tool_use_id, handle in printed.items():
-            assert handle in archived, tool_use_id
-            assert archived[handle]["tool_use_id"] == tool_use_id
-            assert archived[handle]["content"] == f"{tool_use_id} " + "y" * 3000
+        archived = assert_archived_as_printed(mgr, printed)
         last = printed[max(printed, key=lambda key: tuple(map(int, key.split("-"))))]
         assert mgr.read_archived("alpha", last) == archived[last]
     finally:

@@ -15,7 +15,6 @@ import copy
 import logging
 import os
 import queue
-import random
 import signal
 import subprocess
 import sys
@@ -33,11 +32,20 @@ from bareagent_compact import (
     JsonlTranscriptManager,
     SqlTranscriptManager,
 )
-from bareagent_compact.micro import is_truncated
 from bareagent_compact.recall import make_handle
 from bareagent_compact.requests import archive_behind
 from bareagent_compact.stores.behind import ArchiveWriter, known
-from conftest import READABLE_STORES, child_env, printed_then_killed, tool_history, tool_round
+from conftest import (
+    READABLE_STORES,
+    assert_archived_as_printed,
+    child_env,
+    crash_child,
+    printed_by_killed_children,
+    result_contents,
+    tool_history,
+    tool_round,
+    truncated_ids,
+)
 
 ROUNDS = 12
 TRUNCATED = ROUNDS - 3  # the three most recent results are kept
@@ -59,20 +67,6 @@ def output(turn: int) -> str:
 
 def session(rounds: int = ROUNDS) -> list[dict[str, Any]]:
     return tool_history(rounds, output=output)
-
-
-def results(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        block["tool_use_id"]: block["content"]
-        for message in messages
-        if isinstance(message["content"], list)
-        for block in message["content"]
-        if block.get("type") == "tool_result"
-    }
-
-
-def truncated_ids(messages: list[dict[str, Any]]) -> list[str]:
-    return sorted(key for key, content in results(messages).items() if is_truncated(content))
 
 
 def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -324,7 +318,7 @@ def test_a_call_with_a_record_that_cannot_be_encoded_archives_and_waits(
     # as without write-behind, and the others are truncated at once.
     assert compactor(messages).truncated == TRUNCATED - 1
     assert warnings(caplog) == [FAILED]
-    assert results(messages)["t2"] is content
+    assert result_contents(messages)["t2"] is content
     assert len(mgr.load_archive("alpha")) == TRUNCATED - 1
 
 
@@ -507,33 +501,7 @@ def test_the_async_compactor_waits_for_room_in_a_worker_thread(tmp_path: Path, g
 # unusable summaries leave the history as micro-compaction left it); after each
 # call prints the recall handles of the results it truncated. Killed at random, it must never
 # have printed a handle the store cannot give back.
-CHILD = """
-import logging, sys
-from bareagent_compact import Compactor, JsonlTranscriptManager, SqlTranscriptManager
-from bareagent_compact.micro import is_truncated
-logging.disable(logging.CRITICAL)  # the forced calls' summaries are refused, with a warning
-kind, directory, run = sys.argv[1], sys.argv[2], int(sys.argv[3])
-mgr = (JsonlTranscriptManager(directory + "/transcripts", write_behind=True) if kind == "jsonl"
-       else SqlTranscriptManager(directory + "/transcripts.db", write_behind=True))
-compactor = Compactor(lambda p: "", None, 10**9, "alpha", archive=mgr.archive)
-messages = [{"role": "user", "content": "task"}]
-print("ready", flush=True)
-turn = 0
-while True:
-    for _ in range(1 + turn % 4):
-        tid = f"{run}-{turn}"
-        messages.append({"role": "assistant", "content": [
-            {"type": "tool_use", "id": tid, "name": "bash", "input": {}}]})
-        messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": tid, "content": f"{tid} " + "y" * 3000}]})
-        turn += 1
-    compactor(messages, force=turn % 7 == 0)
-    for message in messages[-40:]:
-        for block in message["content"] if isinstance(message["content"], list) else []:
-            if block.get("type") == "tool_result" and is_truncated(block["content"]):
-                print(block["tool_use_id"], block["content"].rsplit(" ", 1)[-1][:-1], flush=True)
-    del messages[1:-12]
-"""
+CHILD = crash_child(write_behind=True, summary="", force="turn % 7 == 0", keep=12)
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
@@ -541,17 +509,9 @@ while True:
 def test_a_compactor_writing_behind_killed_at_random_truncated_only_what_was_durable(
     kind: str, tmp_path: Path
 ) -> None:
-    rng = random.Random(20250612)
-    printed: dict[str, str] = {}
-    for run in range(3):
-        printed |= printed_then_killed(CHILD, kind, tmp_path, run, rng.uniform(0.4, 0.9))
-    assert len(printed) > 20  # the children truncated results before being killed
+    printed = printed_by_killed_children(CHILD, kind, tmp_path, 20250612, (0.4, 0.9))
     mgr = READABLE_STORES[kind](tmp_path)  # opened without write-behind
     try:
-        archived = {record["handle"]: record for record in mgr.load_archive("alpha")}
-        for tool_use_id, handle in printed.items():
-            assert handle in archived, tool_use_id
-            assert archived[handle]["tool_use_id"] == tool_use_id
-            assert archived[handle]["content"] == f"{tool_use_id} " + "y" * 3000
+        assert_archived_as_printed(mgr, printed)
     finally:
         mgr.close()
