@@ -292,17 +292,37 @@ def summary_of(prompt: Any) -> str:
     return f"Summary {digest % 1000}: read the config, ran the tests, fixed two files."
 
 
-class Side:
+class Received:
+    """What the plug-ins of one compactor received: prompts, archive records and
+    snapshots (kept until :meth:`drain`)."""
+
+    def __init__(self) -> None:
+        self.prompts: list[Any] = []
+        self.archived: list[Any] = []
+        self.transcripts = MemoryTranscripts()
+
+    def drain(self) -> dict[str, Any]:
+        """What the plug-ins received since the last drain."""
+        taken = {
+            "archived": self.archived[:],
+            "prompts": self.prompts[:],
+            "saved": self.transcripts.saved[:],
+        }
+        self.archived.clear()
+        self.prompts.clear()
+        self.transcripts.saved.clear()
+        return taken
+
+
+class Side(Received):
     """One compactor, its own copy of the history and what its plug-ins received."""
 
     def __init__(
         self, case: Case, options: dict[str, Any], factory: type[Any], plain: bool
     ) -> None:
+        super().__init__()
         self.plain = plain
         self.messages: list[Any] = []
-        self.prompts: list[Any] = []
-        self.archived: list[Any] = []
-        self.transcripts = MemoryTranscripts()
         self.fulls: list[CompactionResult] = []
 
         def provider(prompt: Any) -> str:
@@ -329,17 +349,6 @@ class Side:
             hooks[0], transcripts, archive=hooks[1] if case.archive else None, **options
         )
 
-    def drain(self) -> dict[str, Any]:
-        """What the plug-ins received since the last drain."""
-        taken = {
-            "archived": self.archived[:],
-            "prompts": self.prompts[:],
-            "saved": self.transcripts.saved[:],
-        }
-        self.archived.clear()
-        self.prompts.clear()
-        self.transcripts.saved.clear()
-        return taken
 
 
 class AsyncTranscripts:

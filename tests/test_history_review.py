@@ -29,28 +29,17 @@ from bareagent_compact import (
     JsonlTranscriptManager,
     estimate_tokens,
 )
-from conftest import MemoryTranscripts, tool_history
-from test_history_cache import Differ, same_pickle, summary_of
+from conftest import tool_history
+from test_history_cache import Differ, Received, Warnings, same_pickle, summary_of
 
 
-class Warnings(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.seen: list[tuple[str, str]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.seen.append((record.name, record.getMessage()))
-
-
-class Side:
+class Side(Received):
     """One compactor, its history and what its plug-ins received."""
 
     def __init__(self, plain: bool, messages: list[Any]) -> None:
+        super().__init__()
         self.plain = plain
         self.messages: Any = copy.deepcopy(messages)
-        self.prompts: list[Any] = []
-        self.archived: list[Any] = []
-        self.transcripts = MemoryTranscripts()
         self.compactor: Any = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -72,17 +61,6 @@ class Side:
 
     def archive(self, record: dict[str, Any]) -> None:
         self.archived.append(copy.deepcopy(record))
-
-    def drain(self) -> dict[str, Any]:
-        taken = {
-            "prompts": self.prompts[:],
-            "archived": self.archived[:],
-            "saved": self.transcripts.saved[:],
-        }
-        self.prompts.clear()
-        self.archived.clear()
-        self.transcripts.saved.clear()
-        return taken
 
 
 class Twin:
