@@ -135,6 +135,10 @@ class Twin:
         for side in self.sides:
             mutation(side)
 
+    def grow(self, turn: int, size: int = 400) -> None:
+        """The same new tool round on both sides (see :func:`grow`)."""
+        self.apply(lambda side: grow(side, turn, size))
+
     def close(self) -> None:
         for side in self.sides:
             if side.loop is not None:
@@ -233,7 +237,7 @@ def test_an_after_compact_hook_that_appends_to_the_history() -> None:
 
     twin = Twin(history(4), build)
     for turn in range(12):
-        twin.apply(lambda s, t=turn: grow(s, t))
+        twin.grow(turn)
         twin.call()
         twin.call()
 
@@ -251,7 +255,7 @@ def test_a_before_compact_hook_that_edits_an_old_message_and_skips() -> None:
 
     twin = Twin(history(4), build)
     for turn in range(8):
-        twin.apply(lambda s, t=turn: grow(s, t))
+        twin.grow(turn)
         twin.call()
         twin.call()
 
@@ -259,7 +263,7 @@ def test_a_before_compact_hook_that_edits_an_old_message_and_skips() -> None:
 def test_edits_between_a_call_and_record_usage() -> None:
     twin = Twin(history(4), threshold=3_000)
     for turn in range(10):
-        twin.apply(lambda s, t=turn: grow(s, t))
+        twin.grow(turn)
         twin.call()
         twin.apply(lambda s, t=turn: s.messages[1].__setitem__("content", f"task {t}"))
         twin.each(lambda s, t=turn: s.compactor.record_usage(s.messages, 900 + 300 * t))
@@ -280,7 +284,7 @@ def test_edits_between_a_call_and_record_usage() -> None:
 def test_record_usage_with_another_list_than_the_one_compacted(sent: Any) -> None:
     twin = Twin(history(4), threshold=4_000)
     for turn in range(12):
-        twin.apply(lambda s, t=turn: grow(s, t))
+        twin.grow(turn)
         twin.call()
         twin.each(lambda s, t=turn: s.compactor.record_usage(sent(s.messages), 1_000 + 250 * t))
         twin.call()
@@ -306,13 +310,13 @@ OPTION_CHANGES: list[tuple[str, Any]] = [
 def test_an_option_changed_between_calls(name: str, value: Any) -> None:
     twin = Twin(history(3), threshold=6_000, keep_recent=2)
     for turn in range(6):
-        twin.apply(lambda s, t=turn: grow(s, t))
+        twin.grow(turn)
         twin.call()
         twin.call()
     twin.apply(lambda s: setattr(s.compactor, name, value))
     twin.call()
     for turn in range(6, 10):
-        twin.apply(lambda s, t=turn: grow(s, t, 2_000))
+        twin.grow(turn, 2_000)
         twin.call()
         twin.call()
 
@@ -320,14 +324,14 @@ def test_an_option_changed_between_calls(name: str, value: Any) -> None:
 def test_a_counter_of_the_callers_set_and_removed() -> None:
     twin = Twin(history(3), threshold=5_000)
     for turn in range(4):
-        twin.apply(lambda s, t=turn: grow(s, t))
+        twin.grow(turn)
         twin.call()
         twin.each(lambda s: s.compactor.record_usage(s.messages, 2_000))
     twin.apply(lambda s: setattr(s.compactor, "token_counter", lambda m: 10 * len(m)))
     twin.call()
     twin.apply(lambda s: setattr(s.compactor, "token_counter", None))
     for turn in range(4, 10):
-        twin.apply(lambda s, t=turn: grow(s, t))
+        twin.grow(turn)
         twin.call()
         twin.call()
 
@@ -342,7 +346,7 @@ def test_set_session_id_between_calls_with_a_recalling_archive(tmp_path: Any) ->
 
     twin = Twin(history(4, 3_000), build)
     for turn in range(6):
-        twin.apply(lambda s, t=turn: grow(s, t, 3_000))
+        twin.grow(turn, 3_000)
         twin.call()
         twin.apply(lambda s, t=turn: s.compactor.set_session_id(f"s{t % 2}"))
         twin.call()
@@ -367,7 +371,7 @@ def test_a_counter_that_raises_then_recovers() -> None:
     twin = Twin(history(3), threshold=4_000, token_counter=counter)
     for turn in range(10):
         state["raise"] = turn % 3 == 1
-        twin.apply(lambda s, t=turn: grow(s, t))
+        twin.grow(turn)
         twin.call()
         twin.call()
 
@@ -401,7 +405,7 @@ def test_an_interrupt_in_a_plug_in_leaves_the_cache_consistent(where: str) -> No
     twin = Twin(history(3), build)
     for turn in range(12):
         state["raise"] = turn % 4 == 2
-        twin.apply(lambda s, t=turn: grow(s, t))
+        twin.grow(turn)
         twin.call()
         state["raise"] = False
         twin.call()
@@ -419,7 +423,7 @@ def test_a_tuple_inside_a_message_then_removed() -> None:
     twin.call()
     twin.apply(lambda s: s.messages[2]["content"][0].__setitem__("input", {"paths": ["a", "b"]}))
     for turn in range(8):
-        twin.apply(lambda s, t=turn: grow(s, t))
+        twin.grow(turn)
         twin.call()
         twin.call()
 
@@ -428,7 +432,7 @@ def test_a_history_that_is_not_a_list() -> None:
     twin = Twin(history(3), threshold=4_000)
     twin.apply(lambda s: setattr(s, "messages", UserList(s.messages)))
     for turn in range(8):
-        twin.apply(lambda s, t=turn: grow(s, t))
+        twin.grow(turn)
         twin.call()
         twin.call()
     twin.apply(lambda s: setattr(s, "messages", list(s.messages)))
@@ -440,7 +444,7 @@ def test_sdk_objects_appearing_after_plain_calls() -> None:
     types = pytest.importorskip("anthropic.types")
     twin = Twin(history(3), threshold=4_000, keep_recent=1)
     for turn in range(8):
-        twin.apply(lambda s, t=turn: grow(s, t))
+        twin.grow(turn)
         if turn % 3 == 1:
 
             def as_objects(side: Side) -> None:
@@ -471,7 +475,7 @@ def test_calls_from_two_threads_on_two_histories() -> None:
         return box[0]
 
     for turn in range(10):
-        twin.apply(lambda s, t=turn: grow(s, t))
+        twin.grow(turn)
         twin.each(lambda s: in_thread(s, "main"))
         twin.each(lambda s: (in_thread(s, "other"), s.other))  # type: ignore[attr-defined]
 
@@ -495,7 +499,7 @@ def test_an_archive_hook_that_edits_the_history_during_micro_compaction(where: i
 
     twin = Twin(history(4), build)
     for turn in range(6):
-        twin.apply(lambda s, t=turn: grow(s, t))
+        twin.grow(turn)
         twin.call()
         twin.call()
 
@@ -515,7 +519,7 @@ def test_the_background_mode() -> None:
     twin = Twin(history(2), build)
     try:
         for turn in range(24):
-            twin.apply(lambda s, t=turn: grow(s, t))
+            twin.grow(turn)
             twin.call()
             if turn % 3 == 0:
                 twin.apply(Side.settle)
@@ -540,7 +544,7 @@ def test_a_write_behind_archive(tmp_path: Any) -> None:
     twin = Twin(history(3, 1_500), build)
     try:
         for turn in range(16):
-            twin.apply(lambda s, t=turn: grow(s, t, 1_500))
+            twin.grow(turn, 1_500)
             twin.call()
             twin.apply(lambda s: s.store.flush())  # type: ignore[attr-defined]
             twin.call()
@@ -629,7 +633,7 @@ def test_another_task_edits_an_old_message_while_the_archive_is_awaited() -> Non
     twin = Twin(history(4), build)
     try:
         for turn in range(6):
-            twin.apply(lambda s, t=turn: grow(s, t))
+            twin.grow(turn)
             twin.call()
             twin.call()
     finally:
@@ -683,7 +687,7 @@ def test_a_summariser_that_puts_an_old_result_back_while_it_fails() -> None:
 
     twin = Twin(history(3), build)
     for turn in range(8):
-        twin.apply(lambda s, t=turn: grow(s, t))
+        twin.grow(turn)
         twin.call()
         twin.call()
 
