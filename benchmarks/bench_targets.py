@@ -144,6 +144,15 @@ def thread_ns(func: Callable[[], object], loops: int = 1) -> int:
     return max(1, time.thread_time_ns() - start)
 
 
+def timed_call(compactor: Compactor, messages: Messages) -> int:
+    """The thread CPU time of one call on ``messages``, its result checked."""
+    start = time.thread_time_ns()
+    result = compactor(messages)
+    spent = time.thread_time_ns() - start
+    checked(result)
+    return spent
+
+
 def loops_for(func: Callable[[], object], min_ns: int) -> int:
     """How many calls of ``func`` take at least ``min_ns`` of thread CPU time."""
     loops = 1
@@ -240,10 +249,7 @@ def append_ratios(
     ratios = []
     for turn in turns:
         messages.extend(copied(turn))
-        start = time.thread_time_ns()
-        result = compactor(messages)
-        spent = time.thread_time_ns() - start
-        checked(result)
+        spent = timed_call(compactor, messages)
         if usage:
             tokens = estimate_tokens(messages) + USAGE_OVERHEAD
             start = time.thread_time_ns()
@@ -260,10 +266,7 @@ def first_ratio(history: Messages, threshold: int, mode: str, reps: int) -> floa
     for _ in range(reps):
         compactor = Compactor(never_called, threshold=threshold, micro=mode)
         messages = copied(history)
-        start = time.thread_time_ns()
-        result = compactor(messages)
-        spent = time.thread_time_ns() - start
-        checked(result)
+        spent = timed_call(compactor, messages)
         ratios.append(spent / thread_ns(lambda: dumps(history)))
     return statistics.median(ratios)
 
@@ -273,10 +276,7 @@ def forget_ratio(compactor: Compactor, messages: Messages, reps: int) -> float:
     ratios = []
     for _ in range(reps):
         compactor.forget()
-        start = time.thread_time_ns()
-        result = compactor(messages)
-        spent = time.thread_time_ns() - start
-        checked(result)
+        spent = timed_call(compactor, messages)
         ratios.append(spent / thread_ns(lambda: dumps(messages)))
     return statistics.median(ratios)
 
