@@ -205,6 +205,14 @@ def printed_then_killed(
     return {parts[0]: parts[1] for parts in lines if len(parts) == 2}
 
 
+def archiving_compactor(store: Any) -> bareagent_compact.Compactor:
+    """A compactor of session ``alpha`` with ``archive=store.archive`` that only
+    micro-compacts (its threshold is never reached)."""
+    return bareagent_compact.Compactor(
+        lambda prompt: "S", None, 10**9, "alpha", archive=store.archive
+    )
+
+
 def result_contents(messages: list[dict[str, Any]]) -> dict[str, Any]:
     """Every tool result's content by its call id (Anthropic messages)."""
     return {

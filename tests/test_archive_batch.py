@@ -30,6 +30,7 @@ from bareagent_compact import (
 from bareagent_compact.requests import archive_batch
 from conftest import (
     READABLE_STORES,
+    archiving_compactor,
     assert_archived_as_printed,
     crash_child,
     printed_by_killed_children,
@@ -112,7 +113,7 @@ def test_one_call_writes_all_its_records_with_one_fsync(
     tmp_path: Path, fsyncs: list[int]
 ) -> None:
     mgr = JsonlTranscriptManager(tmp_path)
-    compactor = Compactor(lambda prompt: "S", None, 10**9, "alpha", archive=mgr.archive)
+    compactor = archiving_compactor(mgr)
     messages = session()
     result = compactor(messages)
     assert result.truncated == TRUNCATED
@@ -186,7 +187,7 @@ def test_a_failing_batch_keeps_every_original_and_logs_the_warning(
     monkeypatch.setattr(os, "fsync", broken)
     if kind == "sqlite":
         monkeypatch.setattr(mgr, "_transaction", broken)
-    compactor = Compactor(lambda prompt: "S", None, 10**9, "alpha", archive=mgr.archive)
+    compactor = archiving_compactor(mgr)
     messages = session()
     before = copy.deepcopy(messages)
     with caplog.at_level(logging.INFO, logger="bareagent_compact"):
@@ -223,7 +224,7 @@ def test_one_record_the_archive_refuses_does_not_keep_the_others_whole(
     _, mgr = store
     deep = [{"type": "text", "text": "x" * 5000, "extra": too_deep()}]
     messages = tool_history(ROUNDS, output=lambda turn: deep if turn == 2 else output(turn))
-    compactor = Compactor(lambda prompt: "S", None, 10**9, "alpha", archive=mgr.archive)
+    compactor = archiving_compactor(mgr)
     assert compactor(messages).truncated == TRUNCATED - 1
     assert "t2" not in truncated_ids(messages)
     assert result_contents(messages)["t2"] is deep
@@ -238,7 +239,7 @@ def test_every_truncated_result_is_read_back_after_reopening_the_store(
     store: tuple[str, Any], tmp_path: Path
 ) -> None:
     kind, mgr = store
-    compactor = Compactor(lambda prompt: "S", None, 10**9, "alpha", archive=mgr.archive)
+    compactor = archiving_compactor(mgr)
     full = session(20)
     messages = full[:2]
     for start in range(2, len(full), 2):
@@ -339,7 +340,7 @@ def test_the_sql_store_archives_a_call_in_one_transaction(
         return real(work, write=write)
 
     monkeypatch.setattr(mgr, "_transaction", counting)
-    compactor = Compactor(lambda prompt: "S", None, 10**9, "alpha", archive=mgr.archive)
+    compactor = archiving_compactor(mgr)
     messages = session()
     assert compactor(messages).truncated == TRUNCATED
     assert writes == [True]

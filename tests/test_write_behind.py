@@ -37,6 +37,7 @@ from bareagent_compact.requests import archive_behind
 from bareagent_compact.stores.behind import ArchiveWriter, known
 from conftest import (
     READABLE_STORES,
+    archiving_compactor,
     assert_archived_as_printed,
     child_env,
     crash_child,
@@ -157,7 +158,7 @@ def test_a_result_is_truncated_by_the_call_after_its_record_is_durable(
     store: tuple[str, Any],
 ) -> None:
     _, mgr = store
-    compactor = Compactor(lambda prompt: "S", None, 10**9, "alpha", archive=mgr.archive)
+    compactor = archiving_compactor(mgr)
     messages = session()
     before = copy.deepcopy(messages)
     first = compactor(messages)
@@ -177,7 +178,7 @@ def test_results_stay_whole_while_the_writer_has_not_written_them(
     store: tuple[str, Any], gate: Gate
 ) -> None:
     _, mgr = store
-    compactor = Compactor(lambda prompt: "S", None, 10**9, "alpha", archive=mgr.archive)
+    compactor = archiving_compactor(mgr)
     messages = session()
     before = copy.deepcopy(messages)
     assert compactor(messages).truncated == 0
@@ -199,7 +200,7 @@ def test_new_results_are_handed_over_while_durable_ones_are_truncated(
     store: tuple[str, Any],
 ) -> None:
     _, mgr = store
-    compactor = Compactor(lambda prompt: "S", None, 10**9, "alpha", archive=mgr.archive)
+    compactor = archiving_compactor(mgr)
     messages = session()
     compactor(messages)
     mgr.flush()
@@ -277,7 +278,7 @@ def test_a_record_the_writer_fails_on_stays_whole_with_the_warning_and_is_retrie
     monkeypatch.setattr(os, "fsync", broken)
     if kind == "sqlite":
         monkeypatch.setattr(SqlTranscriptManager, "_transaction", broken)
-    compactor = Compactor(lambda prompt: "S", None, 10**9, "alpha", archive=mgr.archive)
+    compactor = archiving_compactor(mgr)
     messages = session()
     before = copy.deepcopy(messages)
     with caplog.at_level(logging.INFO, logger="bareagent_compact"):
@@ -313,7 +314,7 @@ def test_a_call_with_a_record_that_cannot_be_encoded_archives_and_waits(
         inner = inner[0]
     content = [{"type": "text", "text": "x" * 5000, "extra": deep}]
     messages = tool_history(ROUNDS, output=lambda turn: content if turn == 2 else output(turn))
-    compactor = Compactor(lambda prompt: "S", None, 10**9, "alpha", archive=mgr.archive)
+    compactor = archiving_compactor(mgr)
     # Without a handle its result could not be found again later: the call waits,
     # as without write-behind, and the others are truncated at once.
     assert compactor(messages).truncated == TRUNCATED - 1
@@ -433,7 +434,7 @@ def test_recalling_a_handle_whose_record_is_pending_waits_for_the_writer(
     store: tuple[str, Any], gate: Gate
 ) -> None:
     _, mgr = store
-    compactor = Compactor(lambda prompt: "S", None, 10**9, "alpha", archive=mgr.archive)
+    compactor = archiving_compactor(mgr)
     messages = session()
     assert compactor(messages).truncated == 0
     assert gate.held.wait(10)
