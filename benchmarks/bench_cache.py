@@ -22,35 +22,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-HARNESS = Path(os.environ.get("ACCURACY_DIR", ROOT.parent / "shared" / "accuracy"))
-VENV = Path(os.environ.get("ACCURACY_VENV", ROOT / ".venv-accuracy"))
+from _harness import HARNESS, reexec_in_harness_venv
+
 CONFIGURATIONS = (
     ("spec default", "default"),
     ("micro off", "micro_off"),
     ("cache-friendly", "cache_friendly"),
 )
-
-
-def _reexec_in_harness_venv(argv: list[str]) -> None:
-    """Run this script again with the harness's Python (it has the tokenizers)."""
-    python = VENV / "bin" / "python"
-    if not (HARNESS / "replay.py").is_file() or not python.is_file():
-        print(
-            f"bench_cache: needs the accuracy harness at {HARNESS} and its environment at "
-            f"{VENV} (bash {HARNESS}/setup.sh); skipped"
-        )
-        raise SystemExit(0)
-    if Path(sys.prefix).resolve() == VENV.resolve():
-        return
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(HARNESS)]))
-    os.execve(str(python), [str(python), str(Path(__file__).resolve()), *argv], env)
 
 
 def measure(seeds: list[int], tokenizer: str) -> dict[str, Any]:
@@ -97,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokenizer", default="o200k", help="the harness's tokenizer (o200k)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(args_list)
-    _reexec_in_harness_venv(args_list)
+    reexec_in_harness_venv(__file__, args_list)
 
     import replay  # noqa: PLC0415
 
