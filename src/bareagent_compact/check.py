@@ -20,7 +20,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from bareagent_compact import dialects
-from bareagent_compact.dialects.server import is_system_message
 from bareagent_compact.pairs import find_orphans
 from bareagent_compact.plain import dump_model, is_model, plain_view
 
@@ -123,11 +122,8 @@ def check_request(
     if dialect is not None and dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {sorted(DIALECTS)} or None, got {dialect!r}")
     view = plain_view(messages)
-    newest = dialects.server_compaction_index(view)
-    # Where each message the server reads is in ``messages``: problems are reported there.
-    at = [i for i in range(max(newest, 0)) if is_system_message(view[i])]
-    at += range(max(newest, 0), len(view))
-    live = list(dialects.live_view(view, newest))
+    at = dialects.live_indices(view)  # problems are reported where they are in ``messages``
+    live = [view[i] for i in at]
     errors = _orphan_errors(live, at) + _compaction_errors(view, original)
     errors += _empty_errors(live, at)
     if dialect in (None, "openai_responses"):

@@ -62,6 +62,7 @@ from bareagent_compact.dialects.server import (
     compaction_positions,
     dead_indices,
     holds_compaction,
+    live_indices,
     live_view,
     server_compaction_index,
 )
@@ -94,6 +95,7 @@ __all__ = [
     "is_system",
     "is_user_input",
     "kind",
+    "live_indices",
     "live_view",
     "own_result_slot",
     "render_message",

@@ -144,6 +144,14 @@ def live_view(messages: Sequence[Any], index: int | None = None) -> Sequence[Any
     return [m for m in messages[:index] if is_system_message(m)] + list(messages[index:])
 
 
+def live_indices(messages: Sequence[Any]) -> list[int]:
+    """The indices of the messages :func:`live_view` holds, in its order."""
+    index = max(server_compaction_index(messages), 0)
+    return [i for i in range(index) if is_system_message(messages[i])] + list(
+        range(index, len(messages))
+    )
+
+
 def dead_indices(messages: Sequence[Any]) -> list[int]:
     """The indices of the messages the server no longer reads: every message before
     the newest compaction artefact, system messages aside."""
