@@ -93,7 +93,6 @@ __all__ = [
     "holds_compaction",
     "holds_objects",
     "is_system",
-    "is_user_input",
     "kind",
     "live_indices",
     "live_view",
@@ -158,10 +157,11 @@ def is_system(message: Message) -> bool:
 _INPUT_KINDS: Final = frozenset({Kind.USER, Kind.RESULTS, Kind.RESULT})
 
 
-def is_user_input(message: Message) -> bool:
-    """A user message that is not tool results (the user's words, or text an agent
-    sends in the user's turn, such as a reminder)."""
-    return kind(message) is Kind.USER
+def _continues_input(previous: Message, message: Message) -> bool:
+    """A user message continues user input or tool results before it: one turn (the
+    APIs merge them), such as a reminder an agent sends after the user's request."""
+    plain = message.get("type") in (None, MESSAGE_TYPE)
+    return plain and kind(previous) in _INPUT_KINDS and kind(message) is Kind.USER
 
 
 def continues(previous: Message, message: Message) -> bool:
@@ -179,10 +179,8 @@ def continues(previous: Message, message: Message) -> bool:
             return openai_responses.is_result_item(previous)
         return kind(previous) is Kind.ASSISTANT
     role = message.get("role")
-    if role == "user" and message.get("type") in (None, MESSAGE_TYPE):
-        # User input right after user input or results: one turn (the APIs merge
-        # them), such as a reminder an agent appends after the user's request.
-        return kind(previous) in _INPUT_KINDS and is_user_input(message)
+    if role == "user":
+        return _continues_input(previous, message)
     if role == openai_chat.TOOL_ROLE:
         return openai_chat.is_tool_message(previous)
     if role == "assistant" and message.get("type") == MESSAGE_TYPE:

@@ -73,7 +73,7 @@ def server_compaction_index(messages: Sequence[Any], start: int = 0) -> int:
     them tool results) are passed over unread; a failed block (``content: null``)
     is passed over too.
     """
-    # Runs on every count: plain dicts are read inline.
+    # Runs over every message appended: plain dicts are read inline.
     for index in range(len(messages) - 1, start - 1, -1):
         message = messages[index]
         if type(message) is not dict:
@@ -85,12 +85,9 @@ def server_compaction_index(messages: Sequence[Any], start: int = 0) -> int:
         content = message.get("content")
         if type(content) is list and message.get("role") != "user":
             for block in content:
-                if type(block) is dict:
-                    if block.get("type") != COMPACTION_TYPE:
-                        continue
-                    if block.get("content", "") is not None:
-                        return index
-                elif _stands_for_history(block):
+                if type(block) is dict and block.get("type") != COMPACTION_TYPE:
+                    continue  # the common case, decided inline
+                if _stands_for_history(block):
                     return index
     return -1
 
