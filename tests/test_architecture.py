@@ -24,7 +24,7 @@ LAYERS: dict[str, int] = {
     "overflow": 3, "stores": 3, "recall": 3, "background": 3, "oversize": 3,
     "thinking": 3, "check": 3, "server_summary": 3,
     # the steps, then the drivers
-    "pipeline": 4,
+    "engine": 4,
     "compactor": 5, "async_compactor": 5,
     # re-exports and kept import paths, then the command line
     "__init__": 6, "transcripts": 6, "sqlstore": 6,

@@ -27,7 +27,7 @@ from bareagent_compact import (
     JsonlTranscriptManager,
     SqlTranscriptManager,
 )
-from bareagent_compact.requests import archive_batch
+from bareagent_compact.engine.ports import archive_batch
 from conftest import (
     READABLE_STORES,
     archiving_compactor,

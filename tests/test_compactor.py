@@ -550,7 +550,7 @@ def test_a_source_lighter_than_its_replacement_is_not_sent_to_the_provider(
     told = [r for r in caplog.records if "smaller than" in r.getMessage()]
     assert [r.levelno for r in told] == [logging.INFO, logging.DEBUG, logging.DEBUG]
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert compactor._trigger.failures == 0
+    assert compactor._parts.trigger.failures == 0
 
 
 def test_a_forced_call_still_summarises_a_tiny_source() -> None:

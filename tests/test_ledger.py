@@ -425,11 +425,11 @@ def test_an_early_report_below_the_estimate_never_makes_the_overhead_negative() 
         ]
     compactor = Compactor(lambda p: "summary", threshold=3000, micro_min_chars=10**6)
     compactor.record_usage(messages, 1500 + len(str(messages)) // 5)
-    assert compactor._ledger.overhead >= 0
+    assert compactor._parts.counter._ledger.overhead >= 0
     result = compactor(messages)
     assert result.compacted and result.tokens_after > 0
     messages += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "x " * 3000}]
-    assert compactor._ledger.count(messages) >= estimate_tokens(messages[-2:]) // 2
+    assert compactor._parts.counter._ledger.count(messages) >= estimate_tokens(messages[-2:]) // 2
 
 
 @pytest.mark.parametrize(("share", "level"), [(0.06, logging.DEBUG), (0.4, logging.INFO)])

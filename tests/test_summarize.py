@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from bareagent_compact import Action, AsyncCompactor, Compactor, Reason
-from bareagent_compact.pipeline import BACKOFF_CAP
 from bareagent_compact.prompts import (
     CHINESE_ROLLING_LEAD_IN,
     ENGLISH_ROLLING_LEAD_IN,
@@ -30,6 +29,7 @@ from bareagent_compact.summarize import (
     summarize_source,
 )
 from bareagent_compact.tokens import estimate_tokens
+from bareagent_compact.trigger import BACKOFF_CAP
 from conftest import RecordingProvider, tool_round
 
 MARKER = re.compile(r"MARKER\d+")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bareagent_compact import Action, AsyncCompactor, Compactor, Reason, estimate_tokens
-from bareagent_compact.pipeline import STILL_OVER_GROWTH
+from bareagent_compact.trigger import STILL_OVER_GROWTH
 from conftest import RecordingProvider
 
 THRESHOLD = 1000

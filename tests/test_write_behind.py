@@ -32,8 +32,8 @@ from bareagent_compact import (
     JsonlTranscriptManager,
     SqlTranscriptManager,
 )
+from bareagent_compact.engine.ports import archive_behind
 from bareagent_compact.recall import make_handle
-from bareagent_compact.requests import archive_behind
 from bareagent_compact.stores.behind import ArchiveWriter, known
 from conftest import (
     READABLE_STORES,

@@ -12,23 +12,19 @@ from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, Final, TypeVar, cast
 
-from bareagent_compact.pipeline import (
+from bareagent_compact.engine import Engine
+from bareagent_compact.protocols import ArchiveRecord, AsyncSummaryProvider, SummaryProvider
+from bareagent_compact.requests import (
     ArchiveRequest,
     CollectRequest,
-    CompactorBase,
     HookRequest,
     Outcome,
     Request,
     SaveRequest,
     StartRequest,
-    is_async_callable,
-)
-from bareagent_compact.protocols import ArchiveRecord, AsyncSummaryProvider, SummaryProvider
-from bareagent_compact.requests import (
     WaitRequest,
-    archive_batch,
-    archive_behind,
     hand_over,
+    is_async_callable,
     one_by_one,
 )
 from bareagent_compact.result import CompactionResult
@@ -45,7 +41,7 @@ _CALLS: Final[ContextVar[frozenset[object]]] = ContextVar(
 run inside the call that runs the hook)."""
 
 
-class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
+class AsyncCompactor(Engine[SummaryProvider | AsyncSummaryProvider]):
     """The asynchronous twin of :class:`Compactor`: ``await compactor(messages)``.
 
     Same constructor, options and behaviour. The provider, the transcript
@@ -223,7 +219,7 @@ class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
             await asyncio.to_thread(wait, request.tickets)
             return None
         records = request.records
-        behind = None if request.wait else archive_behind(self.archive)
+        behind = None if request.wait else self._parts.ports.behind()
         if behind is None or not records:
             return await self._archive_now(records)
         queued = hand_over(behind, records, block=False)
@@ -237,9 +233,10 @@ class AsyncCompactor(CompactorBase[SummaryProvider | AsyncSummaryProvider]):
         archive takes a batch (awaited, or run in a worker thread); else (or when
         that batch failed) an ``async def`` hook awaited record by record, a plain
         one run for all of them in one worker thread."""
-        archive = self.archive
+        ports = self._parts.ports
+        archive = ports.archive
         assert archive is not None
-        batch = archive_batch(archive)
+        batch = ports.batch()
         if batch is not None and records:
             outcome = await _outcome(batch, list(records))
             if not one_by_one(outcome, len(records)):

@@ -7,24 +7,20 @@ import threading
 from collections.abc import MutableSequence, Sequence
 from typing import Any
 
+from bareagent_compact.engine import Engine, summary_text
+from bareagent_compact.engine.ports import Ports
 from bareagent_compact.options import Options
-from bareagent_compact.pipeline import (
+from bareagent_compact.protocols import ArchiveRecord, SummaryProvider
+from bareagent_compact.requests import (
     ArchiveRequest,
-    CompactorBase,
     HookRequest,
     Outcome,
     Request,
     SaveRequest,
-    close_awaitable,
-    is_async_callable,
-    summary_text,
-)
-from bareagent_compact.protocols import ArchiveRecord, SummaryProvider
-from bareagent_compact.requests import (
     WaitRequest,
-    archive_batch,
-    archive_behind,
+    close_awaitable,
     hand_over,
+    is_async_callable,
     one_by_one,
 )
 from bareagent_compact.result import CompactionResult
@@ -33,7 +29,7 @@ from bareagent_compact.summarize import SummaryRequest
 __all__ = ["Compactor", "summary_text"]
 
 
-class Compactor(CompactorBase[SummaryProvider]):
+class Compactor(Engine[SummaryProvider]):
     """Keeps an agent's history inside its context window; call it every turn.
 
     ``compactor(messages)`` first truncates old tool results (micro-compaction),
@@ -52,11 +48,11 @@ class Compactor(CompactorBase[SummaryProvider]):
     def _setup(self) -> None:
         self._lock = threading.RLock()
 
-    def _check_plugins(self, options: Options) -> None:
+    def _check_plugins(self, options: Options, ports: Ports) -> None:
         for name, value in (
             ("provider", options.provider),
             ("transcript_mgr.save", getattr(options.transcript_mgr, "save", None)),
-            ("archive", options.archive),
+            ("archive", ports.archive),
             ("before_compact", options.before_compact),
             ("after_compact", options.after_compact),
         ):
@@ -72,13 +68,13 @@ class Compactor(CompactorBase[SummaryProvider]):
 
     def undo(self, messages: MutableSequence[Any], result: CompactionResult) -> bool:
         """Put back the history the full compaction of ``result`` replaced (see
-        :meth:`CompactorBase.undo`); what was appended since is kept after it."""
+        :meth:`Engine.undo`); what was appended since is kept after it."""
         with self._lock:
             return super().undo(messages, result)
 
     def record_usage(self, messages: Sequence[Any], usage: object) -> None:
         """Anchor the count on the usage the API reported (see
-        :meth:`CompactorBase.record_usage`)."""
+        :meth:`Engine.record_usage`)."""
         with self._lock:
             super().record_usage(messages, usage)
 
@@ -136,7 +132,7 @@ class Compactor(CompactorBase[SummaryProvider]):
 
             wait(request.tickets)
             return None
-        behind = None if request.wait else archive_behind(self.archive)
+        behind = None if request.wait else self._parts.ports.behind()
         if behind is None or not request.records:
             return self._archive_now(request.records)
         return hand_over(behind, request.records)
@@ -144,9 +140,10 @@ class Compactor(CompactorBase[SummaryProvider]):
     def _archive_now(self, records: list[ArchiveRecord]) -> list[Outcome]:
         """One outcome per record: of one ``archive_many`` call for all of them when the
         archive takes a batch, else (or when that batch failed) of each ``archive``."""
-        archive = self.archive
+        ports = self._parts.ports
+        archive = ports.archive
         assert archive is not None
-        batch = archive_batch(archive)
+        batch = ports.batch()
         if batch is not None and records:
             outcome = _outcome(batch, list(records))
             if not one_by_one(outcome, len(records)):

@@ -30,7 +30,7 @@ from bareagent_compact import dialects
 from bareagent_compact.dialects import Kind, Slot
 from bareagent_compact.micro import Due
 from bareagent_compact.protocols import ArchiveRecord, Message
-from bareagent_compact.recall import HANDLE_KEY, archive_reader, make_handle
+from bareagent_compact.recall import HANDLE_KEY, make_handle
 from bareagent_compact.tokens import text_quarters
 from bareagent_compact.validate import check_int
 
@@ -128,10 +128,10 @@ def cut_marker(chars: int, handle: str | None = None) -> str:
     return f"\n[... {chars:,} chars cut; recall {handle} ...]\n"
 
 
-def cut_handles(session_id: str, archive: object) -> Handles | None:
-    """The handles of ``session_id``'s cut texts when ``archive`` is bound to a store
-    that reads records back; otherwise ``None`` (markers without a handle)."""
-    if archive_reader(archive) is None:
+def cut_handles(session_id: str, reader: object) -> Handles | None:
+    """The handles of ``session_id``'s cut texts when the archive has a ``reader``
+    (a store that reads records back); otherwise ``None`` (markers without a handle)."""
+    if reader is None:
         return None
 
     def handle(key: str | None, text: str) -> str | None:

@@ -43,7 +43,6 @@ __all__ = [
     "RECALL_TOOL_NAME",
     "RESULT_PREFIX",
     "answer_recall",
-    "archive_reader",
     "make_handle",
     "page",
     "read_original",
@@ -104,23 +103,16 @@ def _json_text(content: object) -> str:
     return json.dumps(content, ensure_ascii=False, sort_keys=True, default=repr)
 
 
-def archive_reader(archive: object) -> ArchiveReader | None:
-    """The owner of a bound ``archive`` method when it reads records back by handle."""
-    owner = getattr(archive, "__self__", None)
-    if callable(getattr(owner, "read_archived", None)):
-        return cast(ArchiveReader, owner)
-    return None
-
-
 Handles = dict[tuple[str, str | None, int], tuple[object, str | None]]
 """Handles already made, by session, key and the ``id`` of the content (kept with it)."""
 
 
 def with_handles(
-    planned: list[Due], session_id: str, archive: object, memo: Handles | None = None
+    planned: list[Due], session_id: str, reader: object, memo: Handles | None = None
 ) -> list[Due]:
     """The planned truncations with a handle in their marker and archive record, when
-    ``archive`` is bound to an :class:`ArchiveReader`; otherwise ``planned`` as it is.
+    the archive has a ``reader`` (an :class:`ArchiveReader`, or ``None``); otherwise
+    ``planned`` as it is.
 
     ``memo``: the handles of the last call's plan (a result due but kept whole, as
     the cache preset does, is planned on every call); on return it holds this plan's.
@@ -128,7 +120,7 @@ def with_handles(
     known = dict(memo) if memo else {}
     if memo is not None:
         memo.clear()  # only what is due now is held
-    if not planned or archive_reader(archive) is None:
+    if not planned or reader is None:
         return planned
     handled: list[Due] = []
     for due in planned:

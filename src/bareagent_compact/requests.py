@@ -1,6 +1,6 @@
 """What the compaction steps ask their driver to do, and what the driver answers.
 
-The steps (:mod:`bareagent_compact.pipeline`) yield these requests; the sync
+The steps (:mod:`bareagent_compact.engine`) yield these requests; the sync
 driver answers them with plain calls, the async one with ``await``.
 """
 
@@ -10,7 +10,7 @@ import inspect
 import logging
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from bareagent_compact.protocols import ArchiveRecord, Message
 from bareagent_compact.result import CompactionResult
@@ -31,8 +31,6 @@ __all__ = [
     "Steps",
     "SummaryRequest",
     "WaitRequest",
-    "archive_batch",
-    "archive_behind",
     "hand_over",
     "close_awaitable",
     "is_async_callable",
@@ -44,9 +42,11 @@ logger = logging.getLogger("bareagent_compact.compactor")
 
 class ArchiveRequest(NamedTuple):
     """Give the records to the archive hook (all at once when it takes a batch, see
-    :func:`archive_batch`); answer with one :class:`Outcome` per record.
+    :meth:`~bareagent_compact.engine.ports.Ports.batch`); answer with one
+    :class:`Outcome` per record.
 
-    With ``wait`` false and an archive that writes behind (:func:`archive_behind`),
+    With ``wait`` false and an archive that writes behind
+    (:meth:`~bareagent_compact.engine.ports.Ports.behind`),
     hand them to its writer instead and answer at once: each outcome's value is
     then a :class:`Queued` (unless handing them over failed)."""
 
@@ -163,47 +163,6 @@ def close_awaitable(value: object) -> None:
         close()
 
 
-def archive_batch(archive: object) -> Callable[[list[ArchiveRecord]], object] | None:
-    """The ``archive_many`` to call once with all the records of a compactor call, or
-    ``None`` to call ``archive`` record by record.
-
-    Found when ``archive`` is the bound ``archive`` method of an
-    :class:`~bareagent_compact.protocols.ArchiveBatcher` whose ``archive_many`` is
-    of the same kind (both ``async def`` or neither) and no less specific: a
-    subclass that overrides ``archive`` alone keeps having it called.
-    """
-    owner = getattr(archive, "__self__", None)
-    many = getattr(owner, "archive_many", None)
-    if getattr(archive, "__name__", None) != "archive" or not callable(many):
-        return None
-    if is_async_callable(many) != is_async_callable(archive):
-        return None
-    if _defined_at(owner, "archive_many") > _defined_at(owner, "archive"):
-        return None
-    return cast("Callable[[list[ArchiveRecord]], object]", many)
-
-
-def archive_behind(archive: object) -> Callable[..., Future[list[BaseException | None]]] | None:
-    """The ``archive_behind`` to hand a call's records to, or ``None`` to archive them
-    and wait (:func:`archive_batch`).
-
-    Found when ``archive`` is the bound ``archive`` method of a store opened with
-    ``write_behind=True`` (its ``write_behind`` is true) whose ``archive_behind``
-    is a plain function no less specific than ``archive``.
-    """
-    owner = getattr(archive, "__self__", None)
-    if getattr(owner, "write_behind", False) is not True:
-        return None
-    behind = getattr(owner, "archive_behind", None)
-    if getattr(archive, "__name__", None) != "archive" or not callable(behind):
-        return None
-    if is_async_callable(behind) or _defined_at(owner, "archive_behind") > _defined_at(
-        owner, "archive"
-    ):
-        return None
-    return cast("Callable[..., Future[list[BaseException | None]]]", behind)
-
-
 def hand_over(
     behind: Callable[..., Future[list[BaseException | None]]],
     records: list[ArchiveRecord],
@@ -254,11 +213,3 @@ def one_by_one(batch: Outcome, count: int) -> bool:
         exc_info=batch.error,
     )
     return True
-
-
-def _defined_at(owner: object, name: str) -> int:
-    """How far down ``owner``'s class hierarchy ``name`` is defined (-1: on the object)."""
-    if name in getattr(owner, "__dict__", ()):
-        return -1
-    mro = type(owner).__mro__
-    return next((depth for depth, cls in enumerate(mro) if name in vars(cls)), len(mro))

@@ -1,0 +1,111 @@
+"""All counting of a compactor: the estimate (or the caller's counter), and the
+count anchored on the usage the API reports.
+
+Without a ``token_counter`` of the caller's, the history's count is anchored on
+the reported usage by a :class:`~bareagent_compact.ledger.UsageLedger`; with
+one, on the last report only (:class:`~bareagent_compact.anchor.ReportedCount`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Final
+
+from bareagent_compact import dialects
+from bareagent_compact.anchor import ReportedCount
+from bareagent_compact.engine.turn import Turn
+from bareagent_compact.engine.view import View
+from bareagent_compact.ledger import UsageLedger
+from bareagent_compact.options import Options
+from bareagent_compact.plain import plain_view
+from bareagent_compact.tokens import estimate_tokens
+
+logger = logging.getLogger("bareagent_compact.compactor")
+
+_DICTS: Final = frozenset((dict,))
+
+
+class Counter:
+    """Counts messages, and the history as the trigger compares it."""
+
+    __slots__ = ("_anchor", "_ledger", "_options")
+
+    def __init__(self, options: Options) -> None:
+        self._options = options
+        self._anchor = ReportedCount()
+        self._ledger: UsageLedger | None = None
+        self.reset()
+
+    def configure(self, options: Options) -> None:
+        """Count with ``options`` from now on (a new counter starts counting anew)."""
+        custom = self._options.derived.custom_counter
+        self._options = options
+        if options.derived.custom_counter != custom:
+            self.reset()
+
+    def reset(self) -> None:
+        """Forget every report: the ledger (or, with a counter of the caller's, the
+        anchor) starts again."""
+        self._ledger = None if self._options.derived.custom_counter else UsageLedger()
+        self._anchor.forget()
+
+    def edited(self) -> None:
+        """The compactor changed messages a report covers: its size no longer fits."""
+        self._anchor.forget()
+
+    def count(self, read: Sequence[Any]) -> int:
+        """The token count of ``read`` as it is; a failing or malformed counter falls
+        back to the built-in estimate, with a warning."""
+        try:
+            tokens = self._options.derived.token_counter(read)  # type: ignore[arg-type]
+        except Exception:
+            logger.warning("token_counter failed; using the built-in estimate", exc_info=True)
+            return estimate_tokens(list(read))
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            logger.warning(
+                "token_counter returned %s, not an int >= 0; using the built-in estimate",
+                type(tokens).__name__ if not isinstance(tokens, int) else tokens,
+            )
+            return estimate_tokens(list(read))
+        return tokens
+
+    def count_live(self, messages: Sequence[Any]) -> int:
+        """The count of what the server reads of ``messages`` (past its own
+        compaction, see :func:`~bareagent_compact.dialects.live_view`)."""
+        return self.count(dialects.live_view(messages))
+
+    def history(self, view: View, turn: Turn, cached: bool = True) -> int:
+        """The count of the whole history, the one the trigger compares (``cached``:
+        with the history cache's weights, brought up to date if needed)."""
+        messages = turn.messages
+        live = dialects.live_view(messages, view.server_scan.index(messages))
+        ledger = self._ledger
+        if ledger is None:
+            return self._anchor.count(live, self.count)
+        synced = live is messages and cached and turn.in_sync()
+        if not ledger.reported and synced:
+            return view.history.tokens(messages)  # the estimate, weighing what is new
+        return ledger.count(list(live), view.history.copies if synced else None)
+
+    def record(self, view: View, messages: Sequence[Any], tokens: int) -> None:
+        """Anchor the count on ``tokens`` reported for a request carrying ``messages``."""
+        if self._ledger is None:
+            self._anchor.record(dialects.live_view(messages), tokens)
+            return
+        source: Any = messages
+        index = view.server_scan.index(messages) if isinstance(messages, list) else None
+        if not (isinstance(source, list) and _DICTS.issuperset(map(type, source))):
+            source = plain_view(messages)  # SDK objects read as dicts, the list unchanged
+        live = list(dialects.live_view(source, index))
+        copies = view.history.copies
+        # The history as the last call left it: the ledger shares the cache's copies.
+        shared = copies if index is not None and index <= 0 and live == copies else None
+        self._ledger.record(live, tokens, shared)
+
+    def idle_safe(self) -> bool:
+        """Whether a call that changed nothing may be answered by counting alone
+        (never with a counter of the caller's)."""
+        return not self._options.derived.custom_counter
+
+

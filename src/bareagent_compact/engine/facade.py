@@ -1,0 +1,363 @@
+"""The class both drivers wrap: options in; undo, recall, record_usage, forget.
+
+It holds the lasting :class:`~bareagent_compact.engine.parts.Parts` and hands
+each call to :func:`~bareagent_compact.engine.step.steps`, a generator of
+requests the driver answers (plain calls, or ``await``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, MutableSequence, Sequence
+from dataclasses import replace
+from typing import Any, Generic, TypeVar, cast, overload
+
+from bareagent_compact.engine import step
+from bareagent_compact.engine.counter import Counter
+from bareagent_compact.engine.full.background import drop
+from bareagent_compact.engine.parts import Parts
+from bareagent_compact.engine.ports import Ports
+from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS
+from bareagent_compact.micro import MICRO_SPEC, MicroOptions, undo_micro
+from bareagent_compact.options import DEFAULT_LANGUAGE, Options
+from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS, OversizeScan
+from bareagent_compact.prompts import DEFAULT_THRESHOLD
+from bareagent_compact.protocols import (
+    AfterCompactHook,
+    ArchiveHook,
+    BeforeCompactHook,
+    Message,
+    TokenCounter,
+    TranscriptManager,
+)
+from bareagent_compact.rebuild import appended_only, replace_all
+from bareagent_compact.recall import DEFAULT_RECALL_LIMIT, answer_recall, check_span, read_original
+from bareagent_compact.requests import Steps
+from bareagent_compact.result import Action, CompactionResult
+from bareagent_compact.summarize import DEFAULT_SUMMARY_INPUT_TOKENS
+from bareagent_compact.usage import input_tokens_of
+from bareagent_compact.validate import check_name
+
+logger = logging.getLogger("bareagent_compact.compactor")
+
+ProviderT = TypeVar("ProviderT")
+"""The provider type a driver accepts: sync only, or sync or async."""
+
+ReadT = TypeVar("ReadT")
+WriteT = TypeVar("WriteT")
+
+
+class _Option(Generic[ReadT, WriteT]):
+    """A compactor attribute backed by its :class:`Options`: reading gives the
+    option (or, ``derived``, its resolved value); assigning re-validates and
+    re-derives everything, as the constructor does."""
+
+    __slots__ = ("derived", "name")
+
+    def __init__(self, *, derived: bool = False) -> None:
+        self.derived = derived
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _Option[ReadT, WriteT]: ...
+
+    @overload
+    def __get__(self, obj: Engine[Any], owner: type) -> ReadT: ...
+
+    def __get__(self, obj: Engine[Any] | None, owner: type) -> Any:
+        if obj is None:
+            return self
+        options = obj.options
+        return getattr(options.derived if self.derived else options, self.name)
+
+    def __set__(self, obj: Engine[Any], value: WriteT) -> None:
+        obj._configure(**{self.name: value})
+
+
+def _not_undoable(current: list[Any], result: CompactionResult) -> str:
+    """Why ``result`` cannot be undone on the history ``current``."""
+    if appended_only(current, result.replaced):
+        return "that compaction was already undone"
+    return (
+        "the history is not the one that compaction made (another list, or changed "
+        "since other than by appending, e.g. by a later compaction); it cannot be undone"
+    )
+
+
+class Engine(Generic[ProviderT]):
+    """The options, checks and lasting state shared by both compactors.
+
+    Subclasses are drivers: they run :meth:`_steps` and answer its requests.
+    """
+
+    transcript_mgr = _Option[TranscriptManager | None, TranscriptManager | None]()
+    threshold = _Option[int, int]()
+    keep_recent = _Option[int, int | None](derived=True)
+    system_prompt = _Option[str, str | None](derived=True)
+    acknowledgement = _Option[str, str | None](derived=True)
+    token_counter = _Option[TokenCounter, TokenCounter | None](derived=True)
+    keep_tool_pairs = _Option[bool, bool]()
+    archive = _Option[ArchiveHook | None, ArchiveHook | None]()
+    require_snapshot = _Option[bool, bool]()
+    summary_input_tokens = _Option[int, int]()
+    language = _Option[str, str]()
+    instructions = _Option[str | None, str | None]()
+    rolling_summaries = _Option[bool, bool]()
+    pin_facts = _Option[bool, bool]()
+    pin_facts_tokens = _Option[int, int](derived=True)
+    keep_tail_tokens = _Option[int, int]()
+    before_compact = _Option[BeforeCompactHook | None, BeforeCompactHook | None]()
+    after_compact = _Option[AfterCompactHook | None, AfterCompactHook | None]()
+    micro = _Option[str, str]()
+    micro_min_chars = _Option[int | None, int | None]()
+    exclude_tools = _Option[frozenset[str] | None, Any]()
+    clear_at_least = _Option[int | None, int | None]()
+    max_message_tokens = _Option[int | None, int | None](derived=True)
+    background_at = _Option[float | None, float | None]()
+    prune_before_server_compaction = _Option[bool, bool]()
+    clear_thinking_after_turns = _Option[int | None, int | None]()
+
+    def __init__(
+        self,
+        provider: ProviderT,
+        transcript_mgr: TranscriptManager | None = None,
+        threshold: int = DEFAULT_THRESHOLD,
+        session_id: str = "default",
+        *,
+        keep_recent: int | None = None,
+        system_prompt: str | None = None,
+        acknowledgement: str | None = None,
+        token_counter: TokenCounter | None = None,
+        keep_tool_pairs: bool = True,
+        archive: ArchiveHook | None = None,
+        require_snapshot: bool = True,
+        summary_input_tokens: int = DEFAULT_SUMMARY_INPUT_TOKENS,
+        language: str = DEFAULT_LANGUAGE,
+        instructions: str | None = None,
+        rolling_summaries: bool = True,
+        pin_facts: bool = False,
+        pin_facts_tokens: int = DEFAULT_PIN_FACTS_TOKENS,
+        keep_tail_tokens: int = 0,
+        before_compact: BeforeCompactHook | None = None,
+        after_compact: AfterCompactHook | None = None,
+        micro: str = MICRO_SPEC,
+        micro_min_chars: int | None = None,
+        exclude_tools: Iterable[str] | None = None,
+        clear_at_least: int | None = None,
+        max_message_tokens: int | None = DEFAULT_MAX_MESSAGE_TOKENS,
+        background_at: float | None = None,
+        prune_before_server_compaction: bool = False,
+        clear_thinking_after_turns: int | None = None,
+    ) -> None:
+        options = Options(  # the same order as the signature, session_id aside
+            provider, transcript_mgr, threshold, keep_recent, system_prompt,
+            acknowledgement, token_counter, keep_tool_pairs, archive, require_snapshot,
+            summary_input_tokens, language, instructions, rolling_summaries, pin_facts,
+            pin_facts_tokens, keep_tail_tokens, before_compact, after_compact, micro,
+            micro_min_chars, exclude_tools, clear_at_least, max_message_tokens,
+            background_at, prune_before_server_compaction, clear_thinking_after_turns,
+        )  # fmt: skip
+        ports = Ports(options.archive)
+        checked = check_name("session_id", session_id)
+        for checker in ports.checkers(options.transcript_mgr):
+            checker.check_session_id(checked)
+        self._parts = Parts(options, ports, checked, Counter(options))
+        self._check_plugins(options, ports)
+        self._setup()
+
+    def _setup(self) -> None:
+        """What a driver prepares once its options are set."""
+
+    def _check_plugins(self, options: Options, ports: Ports) -> None:
+        """What a driver refuses in ``options`` beyond the common checks."""
+
+    def _configure(self, **changes: Any) -> None:
+        """Change options: build, check and derive a new :class:`Options`."""
+        parts = self._parts
+        options = replace(parts.options, **changes)
+        ports = parts.ports if options.archive is parts.options.archive else Ports(options.archive)
+        for checker in ports.checkers(options.transcript_mgr):
+            checker.check_session_id(parts.session_id)
+        self._check_plugins(options, ports)
+        if options.archive != parts.options.archive:
+            parts.behind.clear()  # another archive: what the old one writes is not read
+        parts.options, parts.ports = options, ports
+        parts.view.idle = False
+        parts.view.rescan()  # read every message again under the new options
+        parts.counter.configure(options)
+
+    @property
+    def provider(self) -> ProviderT:
+        """The summarising model."""
+        return cast(ProviderT, self._parts.options.provider)
+
+    @provider.setter
+    def provider(self, value: ProviderT) -> None:
+        self._configure(provider=value)
+
+    @property
+    def micro_options(self) -> MicroOptions:
+        """The micro-compaction policy resolved from ``micro`` and its options."""
+        return self._parts.options.derived.micro_options
+
+    @property
+    def options(self) -> Options:
+        """The compactor's options as one frozen value."""
+        return self._parts.options
+
+    @property
+    def last_result(self) -> CompactionResult | None:
+        """The result of the latest call, whatever it did (``None`` before the first).
+        It is set before ``after_compact`` runs, so a full compaction interrupted or
+        cancelled in that hook can still be undone: ``undo(messages, last_result)``."""
+        return self._parts.last_result
+
+    @last_result.setter
+    def last_result(self, result: CompactionResult | None) -> None:
+        self._parts.last_result = result
+
+    @property
+    def _session_id(self) -> str:
+        return self._parts.session_id
+
+    @_session_id.setter
+    def _session_id(self, session_id: str) -> None:
+        self._parts.session_id = session_id
+
+    def _checked_session_id(self, session_id: object) -> str:
+        """A non-empty ``str``, also acceptable to the transcript manager (and to the
+        archive's store) when they can say (:class:`SessionIdChecker`), so a bad id
+        fails now rather than every turn."""
+        checked = check_name("session_id", session_id)
+        parts = self._parts
+        for checker in parts.ports.checkers(parts.options.transcript_mgr):
+            checker.check_session_id(checked)
+        return checked
+
+    def get_session_id(self) -> str:
+        """The session id under which snapshots are saved."""
+        return self._parts.session_id
+
+    @staticmethod
+    def _check_force(force: object) -> bool:
+        if not isinstance(force, bool):
+            raise TypeError(f"force must be a bool, got {type(force).__name__}")
+        return force
+
+    @staticmethod
+    def _check_instructions(instructions: object) -> str | None:
+        if instructions is not None and not isinstance(instructions, str):
+            raise TypeError(f"instructions must be a str, got {type(instructions).__name__}")
+        return instructions
+
+    def _steps(
+        self, messages: MutableSequence[Any], force: bool, instructions: str | None = None
+    ) -> Steps:
+        """One compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
+        return step.steps(self._parts, messages, force, instructions)
+
+    def record_usage(self, messages: Sequence[Any], usage: object) -> None:
+        """Anchor the count on what the API reported for a request carrying ``messages``.
+
+        Call it right after each model call, with the list exactly as it was sent
+        (before the reply is appended). ``usage`` is the response's usage object or
+        dict (Anthropic, OpenAI Chat or Responses) or the full input size as an
+        ``int`` (see :func:`~bareagent_compact.input_tokens_of`). With a
+        ``token_counter`` of the caller's, the count is the reported size plus the
+        counter's count of the messages appended since, while those messages still
+        open the history unedited; otherwise the counter counts the whole history.
+        """
+        tokens = input_tokens_of(usage)
+        parts = self._parts
+        parts.counter.record(parts.view, messages, tokens)
+        if not parts.options.derived.custom_counter and not self.micro_options.is_spec:
+            parts.view.idle = False  # what is cleared depends on the count
+
+    def forget(self) -> None:
+        """Drop what the compactor remembers of the history between calls, so that
+        the next call reads every message again.
+
+        Calls compare the history with copies of the containers seen last time
+        (one ``==``), and read again only what differs. ``==`` cannot see a change
+        of type between equal values (``1`` to ``True`` or ``1.0``, a list to an
+        equal ``UserList``) or an edit inside an object it does not copy; after
+        such an edit, call this. What ``record_usage`` reported is kept: the next
+        count is anchored as before.
+        """
+        self._parts.view.forget()
+
+    @property
+    def background_pending(self) -> bool:
+        """True while a summary started in the background is running or waiting
+        to be swapped in by the next call."""
+        return self._parts.pending is not None
+
+    def _drop_background(self, why: str) -> object | None:
+        """Forget the summary running in the background (logged); its handle."""
+        return drop(self._parts, why)
+
+    def undo(self, messages: MutableSequence[Any], result: CompactionResult) -> bool:
+        """Put back the history a full compaction replaced, in place; ``True`` if done.
+
+        ``result`` is the ``CompactionResult`` of that compaction (or
+        :attr:`last_result`, also set when ``after_compact`` was interrupted).
+        The messages appended since it (or while it ran) are kept after the
+        restored history. A result that is not a full compaction replaced
+        nothing: ``False``, nothing changes. A result already undone, or one
+        whose history is not ``messages`` (another list, or a history changed
+        since other than by appending, for example by a later full compaction)
+        is not undone either: ``False``, with a warning saying why. Arguments
+        of the wrong type are a ``TypeError``.
+        """
+        if not isinstance(result, CompactionResult):
+            raise TypeError(f"result must be a CompactionResult, got {type(result).__name__}")
+        if not isinstance(messages, MutableSequence):
+            raise TypeError(f"messages must be a list, got {type(messages).__name__}")
+        if result.action is not Action.FULL or not result.rebuilt:
+            return False
+        current = list(messages)
+        if not appended_only(current, result.rebuilt):
+            logger.warning("undo: %s; nothing changed", _not_undoable(current, result))
+            return False
+        undo_micro(list(result.truncations))  # the results truncated in that same call
+        replace_all(messages, [*result.replaced, *current[len(result.rebuilt) :]])
+        view = self._parts.view
+        view.oversize = OversizeScan()  # texts put back whole are cut again next time
+        view.idle = False
+        return True
+
+    def recall(self, handle: str, offset: int = 0, limit: int | None = None) -> str:
+        """The original of a truncated result, by the handle its marker shows.
+
+        Read from the archive (``archive=store`` or ``archive=store.archive`` of a
+        ``JsonlTranscriptManager`` or ``SqlTranscriptManager``), in this
+        compactor's session only: a str result as it was, a list of blocks as
+        the JSON the archive holds. ``offset`` and ``limit`` (characters) give a
+        part of it. ``LookupError`` for a handle that names nothing in this
+        session, or when the archive cannot be read back; ``TypeError`` /
+        ``ValueError`` for arguments of the wrong type or range.
+        """
+        offset, limit = check_span(offset, limit)
+        text = self._original(handle)
+        return text[offset:] if limit is None else text[offset : offset + limit]
+
+    def handle_recall(self, tool_call: object, *, limit: int = DEFAULT_RECALL_LIMIT) -> Message:
+        """Answer a ``recall_truncated`` tool call of any dialect (an Anthropic
+        ``tool_use`` block, a Chat ``tool_calls`` entry, a Responses
+        ``function_call`` item, as dicts or SDK objects) with its tool result:
+        one page of at most ``limit`` characters. Unknown or foreign handles and
+        bad arguments give an error result, never an exception (see
+        :func:`~bareagent_compact.recall.answer_recall`)."""
+        return answer_recall(self._original, tool_call, limit=limit)
+
+    def _original(self, handle: object) -> str:
+        reader = self._parts.ports.reader
+        if reader is None:
+            raise LookupError(
+                "nothing can be recalled: archive= is not a store that reads records "
+                "back (JsonlTranscriptManager, SqlTranscriptManager) or its archive method"
+            )
+        return read_original(reader, self._parts.session_id, handle)

@@ -1,0 +1,102 @@
+"""Step 8: rebuild the history around the summary in place, and what the
+compaction's result says; the ``after_compact`` hook."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Generator
+from typing import Any
+
+from bareagent_compact.engine.full.attempt import Attempt
+from bareagent_compact.engine.full.summarise import inflated, with_pins
+from bareagent_compact.engine.parts import Parts
+from bareagent_compact.engine.turn import Turn
+from bareagent_compact.protocols import Message
+from bareagent_compact.rebuild import Plan, rebuild, warn_about
+from bareagent_compact.requests import HookRequest, Outcome, Request
+from bareagent_compact.result import Action, CompactionResult, Reason
+from bareagent_compact.summarize import Summarized
+
+logger = logging.getLogger("bareagent_compact.compactor")
+
+
+def conclude(
+    parts: Parts, turn: Turn, made: Plan, attempt: Attempt, done: Summarized
+) -> CompactionResult:
+    """Check the summary (pinned facts, never a bigger history), rebuild, commit."""
+    if done.server is not None:
+        return _conclude_server(parts, turn, made, attempt, done)
+    if done.text is None:
+        return attempt.failure(parts.trigger, done.reason or Reason.UNUSABLE_SUMMARY)
+    summary = with_pins(parts, made, done.text, attempt)
+    if summary is None:
+        return attempt.failure(parts.trigger, Reason.INFLATED_SUMMARY)
+    attempt.summary = summary
+    rebuilt = rebuild(turn.messages, made, summary, parts.options.derived.acknowledgement)
+    if rebuilt is None:
+        return attempt.failure(parts.trigger, Reason.HISTORY_CHANGED)
+    return _commit(parts, turn, made, attempt, rebuilt)
+
+
+def _conclude_server(
+    parts: Parts, turn: Turn, made: Plan, attempt: Attempt, done: Summarized
+) -> CompactionResult:
+    """A server's artefact: never a bigger history (counted as the server reads
+    it), then placed exactly as returned; no pinned facts (it is opaque)."""
+    server = done.server
+    assert server is not None
+    if inflated(parts, made, server, attempt, covered=done.covered):
+        return attempt.failure(parts.trigger, Reason.INFLATED_SUMMARY)
+    attempt.summary = server.text
+    acknowledgement = parts.options.derived.acknowledgement
+    rebuilt = rebuild(turn.messages, made, server, acknowledgement, done.covered)
+    if rebuilt is None:
+        return attempt.failure(parts.trigger, Reason.HISTORY_CHANGED)
+    return _commit(parts, turn, made, attempt, rebuilt)
+
+
+def _commit(
+    parts: Parts, turn: Turn, made: Plan, attempt: Attempt, rebuilt: list[Message]
+) -> CompactionResult:
+    """The rebuilt history's result; nothing here may raise, the summary is in
+    hand and the history rebuilt."""
+    messages = turn.messages
+    parts.counter.edited()
+    turn.edited(0)
+    parts.view.micro_scan.reset()  # the positions it knew are gone
+    after = parts.counter.history(parts.view, turn)
+    threshold = parts.options.threshold
+    parts.trigger.succeeded(after > threshold)
+    try:
+        arrived = len(messages) - len(rebuilt)
+        without = (
+            (arrived, parts.counter.count_live(rebuilt)) if after > threshold and arrived else None
+        )
+        warn_about(messages, made, attempt.tokens, after, threshold, arrived=without)
+    except Exception:  # a malformed block must not turn success into an exception
+        logger.warning("could not check the rebuilt history", exc_info=True)
+    return CompactionResult(
+        Action.FULL,
+        attempt.tokens,
+        after,
+        attempt.truncated,
+        attempt.saved,
+        None,
+        summary_calls=attempt.calls,
+        parts=attempt.parts,
+        replaced=tuple(made.snapshot),
+        rebuilt=tuple(rebuilt),
+    )
+
+
+def after(
+    parts: Parts, result: CompactionResult, summary: str | None
+) -> Generator[Request, Any, None]:
+    """Tell ``after_compact`` how the attempt ended; a failing hook is ignored."""
+    parts.last_result = result  # undoable even if the hook is interrupted
+    hook = parts.options.after_compact
+    if hook is None:
+        return
+    done: Outcome = yield HookRequest(hook, (result, summary))
+    if done.error is not None:
+        logger.warning("after_compact hook failed; ignored", exc_info=done.error)

@@ -1,0 +1,160 @@
+"""Steps 2-4: fire or not, and if so what is summarised, kept and sent; the
+back-off and the wait while still over the threshold; the ``before_compact`` hook."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Generator
+from dataclasses import replace
+from typing import Any
+
+from bareagent_compact import dialects
+from bareagent_compact.engine.full.attempt import Attempt
+from bareagent_compact.engine.parts import Parts
+from bareagent_compact.rebuild import (
+    Plan,
+    is_own_output,
+    spec_prompt,
+    split_history,
+    summary_block,
+    system_copies,
+)
+from bareagent_compact.requests import HookRequest, Outcome, Request
+from bareagent_compact.result import CompactionEvent, CompactionResult, Reason
+from bareagent_compact.trigger import STILL_OVER_GROWTH
+
+logger = logging.getLogger("bareagent_compact.compactor")
+
+
+def plan(parts: Parts, messages: Any, attempt: Attempt, limit: int) -> Plan | CompactionResult:
+    """Fire or not, and if so the plan; ``limit`` is the threshold (or the
+    background watermark)."""
+    options = parts.options
+    count = parts.counter.count_live
+    # Step 2: the trigger; strictly greater than the threshold.
+    if not attempt.force and attempt.tokens <= limit:
+        return attempt.quiet()
+    # Step 3: the pending turn (user input, or tool results) is kept out.
+    snapshot, head_end, start = split_history(messages, options, count)
+    head = snapshot[:head_end]
+    # A server compaction artefact and all before it stay in place: only the
+    # live part after it is summarised.
+    fixed = min(dialects.fixed_end(snapshot), start)
+    # Step 4: the summary source excludes system messages.
+    source = [m for m in head[fixed:start] if not dialects.is_system(m)]
+    if not source:
+        return attempt.quiet(Reason.NOTHING_TO_SUMMARISE)
+    acknowledgement = options.derived.acknowledgement
+    if not attempt.force and all(is_own_output(m, acknowledgement) for m in source):
+        # Only the previous summary is left: summarising it again every turn
+        # would cost a model call and shrink nothing that matters.
+        parts.trigger.tell(
+            logging.WARNING,
+            "history is over the threshold but holds nothing new to summarise "
+            "(the pending message itself is large)",
+        )
+        return attempt.quiet(Reason.NOTHING_NEW)
+    # The prompt and the system messages' copies are made before anything is
+    # sent, so that an unencodable history fails before any side effect.
+    source_tokens = count(source)
+    try:
+        systems = system_copies(head[fixed:])
+        prompt = spec_prompt(source, source_tokens, options)
+    except ValueError:
+        logger.warning("compaction skipped: history cannot be encoded", exc_info=True)
+        return attempt.failure(parts.trigger, Reason.NOT_ENCODABLE)
+    system_prompt = options.derived.system_prompt
+    made = Plan(
+        snapshot, head_end, start, systems, source, source_tokens, system_prompt, prompt, fixed
+    )
+    return _worth_a_call(parts, made, attempt)
+
+
+def _worth_a_call(parts: Parts, made: Plan, attempt: Attempt) -> Plan | CompactionResult:
+    """``made``, unless (not forced) its source weighs less than the summary prefix
+    and the acknowledgement together: a summary could save at most that little,
+    never worth a provider call (told once, then at ``DEBUG``)."""
+    if attempt.force:
+        return made
+    fixed = summary_block("", (), parts.options.derived.acknowledgement)
+    floor = parts.counter.count_live(fixed)
+    if made.source_tokens >= floor:
+        return made
+    parts.trigger.tell(
+        logging.INFO,
+        "history is over the threshold but what can be summarised (%d tokens) is "
+        "smaller than the summary prefix and acknowledgement (%d tokens); nothing "
+        "summarised",
+        made.source_tokens,
+        floor,
+    )
+    return attempt.quiet(Reason.NOTHING_TO_SUMMARISE)
+
+
+def held(parts: Parts, made: Plan, tokens: int) -> Reason | None:
+    """Why an automatic full compaction, due by the threshold, waits: a recent
+    failure (the back-off), or a last compaction that left the history over
+    the threshold with less than ``STILL_OVER_GROWTH`` of the threshold of new
+    history to summarise since; ``None`` to fire."""
+    trigger = parts.trigger
+    if trigger.backing_off(tokens):
+        return Reason.BACKING_OFF
+    if not trigger.still_over:
+        return None
+    threshold = parts.options.threshold
+    acknowledgement = parts.options.derived.acknowledgement
+    own = [m for m in made.source if is_own_output(m, acknowledgement)]
+    new = made.source_tokens - (parts.counter.count_live(own) if own else 0)
+    step = math.ceil(STILL_OVER_GROWTH * threshold)
+    if new >= step:
+        return None
+    trigger.tell(
+        logging.INFO,
+        "history is still over the threshold (%d > %d estimated tokens) after the "
+        "last compaction: what it must keep is that large; the next automatic "
+        "compaction waits until %d tokens of new history can be summarised (%d now)",
+        tokens,
+        threshold,
+        step,
+        new,
+    )
+    return Reason.STILL_OVER_THRESHOLD
+
+
+def consult(
+    parts: Parts, made: Plan, attempt: Attempt, instructions: str | None
+) -> Generator[Request, Any, Plan | CompactionResult]:
+    """Ask ``before_compact``: skip, or add its instructions to the constructor's
+    and the call's."""
+    options = parts.options
+    texts = [t for t in (options.instructions, instructions) if t]
+    if options.before_compact is not None:
+        event = CompactionEvent(
+            trigger="manual" if attempt.force else "auto",
+            tokens=attempt.tokens,
+            threshold=options.threshold,
+            source_messages=len(made.source),
+            source_tokens=made.source_tokens,
+            session_id=parts.session_id,
+        )
+        verdict: Outcome = yield HookRequest(options.before_compact, (event,))
+        if verdict.error is not None:
+            logger.warning("before_compact hook failed; ignored", exc_info=verdict.error)
+        elif verdict.value is False:
+            return attempt.quiet(Reason.SKIPPED_BY_HOOK)
+        elif isinstance(verdict.value, str) and verdict.value:
+            texts.append(verdict.value)
+    return _with_instructions(parts, made, texts)
+
+
+def _with_instructions(parts: Parts, made: Plan, texts: list[str]) -> Plan:
+    """The plan whose summary prompt carries the focus instructions, if any."""
+    if not texts:
+        return made
+    heading = parts.options.derived.instructions_heading
+    system = made.system_prompt + "\n\n" + heading + "\n".join(texts)
+    prompt = (
+        None if made.prompt is None else [{"role": "system", "content": system}, made.prompt[1]]
+    )
+    return replace(made, system_prompt=system, prompt=prompt, focus="\n".join(texts))

@@ -1,0 +1,142 @@
+"""Steps 5-7: the snapshot, the summary requests, and the checks of the summary
+(pinned facts, never a bigger history)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Generator
+from functools import partial
+from typing import Any
+
+from bareagent_compact.engine.full.answer import read_summary
+from bareagent_compact.engine.full.attempt import Attempt, left_as
+from bareagent_compact.engine.parts import Parts
+from bareagent_compact.facts import extract, pinned_block
+from bareagent_compact.protocols import Message, ServerSummary, is_server_summariser
+from bareagent_compact.rebuild import Plan, is_own_output, replacement, summary_block
+from bareagent_compact.requests import Outcome, Request, SaveRequest
+from bareagent_compact.server_summary import live_prefix, summarize_on_server
+from bareagent_compact.summarize import Summarized, summarize_source
+
+logger = logging.getLogger("bareagent_compact.compactor")
+
+
+def snapshot(
+    parts: Parts, made: Plan, attempt: Attempt, copy: list[Message] | None = None
+) -> Generator[Request, Any, bool]:
+    """Step 5: save the snapshot (or its ``copy``) before anything is sent or
+    changed; ``False`` when it failed and a snapshot is required."""
+    options = parts.options
+    if options.transcript_mgr is None:
+        return True
+    messages = list(made.snapshot) if copy is None else copy
+    saved: Outcome = yield SaveRequest(messages, parts.session_id)
+    attempt.saved = not saved.failed
+    if attempt.saved:
+        return True
+    logger.warning(
+        "transcript snapshot failed for session %r%s",
+        parts.session_id,
+        saved.because(),
+        exc_info=saved.error,
+    )
+    return not options.require_snapshot
+
+
+def summarise(parts: Parts, made: Plan, truncated: int = 0) -> Generator[Request, Any, Summarized]:
+    """Steps 6 and 7: ask for the summary, in parts if the source is over the
+    summariser's input budget; any failure leaves history intact. A server
+    summariser is sent the conversation's own messages instead."""
+    options = parts.options
+    derived = options.derived
+    if is_server_summariser(options.provider):
+        systems, prefix = live_prefix(made.snapshot, made.fixed_end)
+        return (
+            yield from summarize_on_server(
+                [*systems, *made.systems], prefix, made.source, made.focus
+            )
+        )
+    return (
+        yield from summarize_source(
+            made.source,
+            made.prompt,
+            system_prompt=made.system_prompt,
+            base_prompt=derived.system_prompt,
+            lead_in=derived.rolling_lead_in,
+            rolling=options.rolling_summaries
+            and is_own_output(made.source[0], derived.acknowledgement),
+            budget=options.summary_input_tokens,
+            count=parts.counter.count_live,
+            read=partial(read_summary, truncated=truncated),
+        )
+    )
+
+
+def _pinned(parts: Parts, made: Plan, summary: str) -> str:
+    """The pinned-facts block to append to the summary (``pin_facts=True``)."""
+    options = parts.options
+    if not options.pin_facts or not options.derived.pin_facts_tokens:
+        return ""
+    try:
+        facts = extract(made.source)
+        return pinned_block(
+            facts,
+            summary,
+            options.derived.pin_facts_tokens,
+            lambda text: parts.counter.count_live([{"role": "user", "content": text}]),
+        )
+    except Exception:  # the summary is in hand: facts are a bonus, never a failure
+        logger.warning("pinning facts failed; the summary is kept without them", exc_info=True)
+        return ""
+
+
+def with_pins(parts: Parts, made: Plan, summary: str, attempt: Attempt) -> str | None:
+    """The summary with its pinned facts, or ``None`` when even without them it
+    would make the history bigger (not forced). Pinned facts that alone would
+    make it bigger are left out."""
+    pinned = summary + _pinned(parts, made, summary)
+    if pinned is not summary and not inflated(parts, made, pinned, attempt, quiet=True):
+        return pinned
+    if pinned is not summary:
+        logger.info("pinned facts left out: they would make the history bigger")
+    return None if inflated(parts, made, summary, attempt) else summary
+
+
+def inflated(
+    parts: Parts,
+    made: Plan,
+    summary: str | ServerSummary,
+    attempt: Attempt,
+    *,
+    quiet: bool = False,
+    covered: int | None = None,
+) -> bool:
+    """What replaces the source (the summary, and the acknowledgement; or a
+    server's artefact and what it does not cover, counted as the server reads
+    it) being longer than the source makes the history bigger: refused, unless
+    the call was forced (then kept, with a warning)."""
+    force = attempt.force
+    acknowledgement = parts.options.derived.acknowledgement
+    if isinstance(summary, ServerSummary):
+        block = replacement(made, summary, acknowledgement, covered)[: -len(made.kept) or None]
+    else:
+        block = summary_block(summary, made.kept, acknowledgement)
+    summary_size = parts.counter.count_live(block)
+    source_size = made.source_tokens
+    if summary_size <= source_size:
+        return False
+    if not quiet and force:
+        logger.warning(
+            "the summary (%d tokens) is longer than what it replaces (%d tokens); "
+            "kept because the compaction was forced",
+            summary_size,
+            source_size,
+        )
+    elif not quiet:
+        logger.warning(
+            "the summary (%d tokens) is longer than what it would replace (%d tokens); %s",
+            summary_size,
+            source_size,
+            left_as(attempt.truncated),
+        )
+    return not force
