@@ -162,7 +162,7 @@ def test_a_new_transcript_manager_checks_the_session_id() -> None:
 
 
 def test_options_are_a_frozen_value_replace_re_derives() -> None:
-    options = Options(RecordingProvider(), threshold=10_000, micro="cache-friendly")
+    options = Options(threshold=10_000, micro="cache-friendly")
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.threshold = 5  # type: ignore[misc]
     smaller = dataclasses.replace(options, threshold=1000)

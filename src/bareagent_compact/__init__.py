@@ -11,6 +11,7 @@ from bareagent_compact.check import check_request
 from bareagent_compact.compactor import Compactor
 from bareagent_compact.micro import DEFAULT_KEEP_RECENT, _micro_compact
 from bareagent_compact.offline import OfflineSummarizer
+from bareagent_compact.options import Options
 from bareagent_compact.overflow import is_context_overflow
 from bareagent_compact.pairs import Orphan, find_orphans, repair_tool_pairs
 from bareagent_compact.prompts import (
@@ -73,6 +74,7 @@ __all__ = [
     "JsonlTranscriptManager",
     "Message",
     "OfflineSummarizer",
+    "Options",
     "Orphan",
     "RECALL_TOOL_NAME",
     "Reason",

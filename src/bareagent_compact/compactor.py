@@ -48,9 +48,9 @@ class Compactor(Engine[SummaryProvider]):
     def _setup(self) -> None:
         self._lock = threading.RLock()
 
-    def _check_plugins(self, options: Options, ports: Ports) -> None:
+    def _check_plugins(self, provider: object, options: Options, ports: Ports) -> None:
         for name, value in (
-            ("provider", options.provider),
+            ("provider", provider),
             ("transcript_mgr.save", getattr(options.transcript_mgr, "save", None)),
             ("archive", ports.archive),
             ("before_compact", options.before_compact),

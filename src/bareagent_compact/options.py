@@ -10,6 +10,7 @@ value with :func:`dataclasses.replace`, so nothing derived can go stale.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Iterable
@@ -109,9 +110,23 @@ def _background_tokens(options: Options) -> int | None:
     return None if share is None else math.floor(share * options.threshold)
 
 
+def check_provider(provider: object) -> None:
+    """The summarising model must be callable."""
+    _check_callable("provider", provider, optional=False)
+
+
+def _check_archive(archive: object) -> None:
+    """``None``, a callable taking one record, or a store with an ``archive`` method."""
+    if archive is None or callable(archive) or callable(getattr(archive, "archive", None)):
+        return
+    raise TypeError(
+        "archive must be callable or a store with an archive(record) method, got "
+        f"{type(archive).__name__}"
+    )
+
+
 def _check_values(options: Options) -> None:
     """Every check of the constructor, in its order, before anything is derived."""
-    _check_callable("provider", options.provider, optional=False)
     manager = options.transcript_mgr
     if manager is not None and not callable(getattr(manager, "save", None)):
         raise TypeError(
@@ -124,8 +139,9 @@ def _check_values(options: Options) -> None:
     check_int("pin_facts_tokens", options.pin_facts_tokens)
     check_int("keep_tail_tokens", options.keep_tail_tokens)
     check_max_message_tokens(options.max_message_tokens)
-    for name in ("token_counter", "archive", "before_compact", "after_compact"):
+    for name in ("token_counter", "before_compact", "after_compact"):
         _check_callable(name, getattr(options, name), optional=True)
+    _check_archive(options.archive)
     check_background_at(options.background_at)
     if options.clear_thinking_after_turns is not None:
         check_int("clear_thinking_after_turns", options.clear_thinking_after_turns)
@@ -181,13 +197,16 @@ def derive(options: Options) -> Derived:
 
 @dataclass(frozen=True, slots=True)
 class Options:
-    """The options of a compactor, as the constructor takes them (see
-    ``docs/configuration.md``); ``None`` means "the default", resolved in
-    :attr:`derived`. Building one raises the constructor's ``TypeError`` /
-    ``ValueError``; the flags are stored as ``bool`` and ``exclude_tools`` as a
-    ``frozenset``, so :func:`dataclasses.replace` re-derives from the same values."""
+    """The options of a compactor: every keyword of the constructor but
+    ``provider`` and ``session_id`` (see ``docs/configuration.md``).
 
-    provider: Any
+    ``Compactor(provider, options=Options(threshold=50_000))`` is the same as
+    ``Compactor(provider, threshold=50_000)``. ``None`` means "the default",
+    resolved in :attr:`derived`, never stored. Building one raises the
+    constructor's ``TypeError`` / ``ValueError``; :meth:`replace` gives a new,
+    validated value. The flags are stored as ``bool`` and ``exclude_tools`` as a
+    ``frozenset``."""
+
     transcript_mgr: Any = None
     threshold: int = DEFAULT_THRESHOLD
     keep_recent: int | None = None
@@ -235,3 +254,17 @@ class Options:
             setattr_(self, "background_at", float(self.background_at))
         if self.exclude_tools is not None:  # an iterator is read once, here
             setattr_(self, "exclude_tools", derived.micro_options.exclude_tools)
+
+    def replace(self, **changes: Any) -> Options:
+        """A new value with ``changes`` (the constructor's keyword names), checked
+        and derived again; ``TypeError`` for a name that is no option."""
+        unknown = sorted(set(changes) - OPTION_NAMES)
+        if unknown:
+            raise TypeError(f"unknown option(s): {', '.join(unknown)}")
+        return dataclasses.replace(self, **changes)
+
+
+OPTION_NAMES: Final = frozenset(
+    f.name for f in dataclasses.fields(Options) if f.init
+)
+"""The names of every option (the constructor's keywords but provider and session_id)."""

@@ -100,6 +100,9 @@ class _DefaultLimit(int):
 
     __slots__ = ()
 
+    def __repr__(self) -> str:
+        return f"max({int(self)}, threshold // 2)"
+
 
 DEFAULT_MAX_MESSAGE_TOKENS: Final = _DefaultLimit(MAX_MESSAGE_FLOOR)
 """The ``max_message_tokens`` default: half the threshold, at least 4,000 tokens."""

@@ -97,13 +97,9 @@ def compactor_options(args: argparse.Namespace) -> dict[str, Any]:
 def checked(options: dict[str, Any]) -> Options:
     """``options`` as the ``Compactor`` reads them; a value it refuses is a usage error."""
     try:
-        return Options(provider=_no_summary, **options)
+        return Options(**options)
     except (TypeError, ValueError) as exc:
         raise CliError(str(exc)) from None
-
-
-def _no_summary(_prompt: object, /) -> str:  # pragma: no cover - never called
-    return ""
 
 
 @dataclass(frozen=True, slots=True)

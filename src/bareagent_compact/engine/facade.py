@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, MutableSequence, Sequence
-from dataclasses import replace
-from typing import Any, Generic, TypeVar, cast, overload
+from dataclasses import fields
+from typing import Any, Final, Generic, TypeVar, cast, overload
 
 from bareagent_compact.engine import step
 from bareagent_compact.engine.counter import Counter
@@ -19,7 +19,7 @@ from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.ports import Ports
 from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS
 from bareagent_compact.micro import MICRO_SPEC, MicroOptions, undo_micro
-from bareagent_compact.options import DEFAULT_LANGUAGE, Options
+from bareagent_compact.options import DEFAULT_LANGUAGE, OPTION_NAMES, Options, check_provider
 from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS, OversizeScan
 from bareagent_compact.prompts import DEFAULT_THRESHOLD
 from bareagent_compact.protocols import (
@@ -74,7 +74,38 @@ class _Option(Generic[ReadT, WriteT]):
         return getattr(options.derived if self.derived else options, self.name)
 
     def __set__(self, obj: Engine[Any], value: WriteT) -> None:
+        if self.derived and value is self.__get__(obj, type(obj)):
+            return  # the value it reads: kept as it is, still following its rule
         obj._configure(**{self.name: value})
+
+
+def _options(options: object, given: dict[str, Any]) -> Options:
+    """``options``, or the options the keywords give; both at once only when every
+    keyword is left at its default."""
+    if options is None:
+        return Options(**given)
+    if not isinstance(options, Options):
+        raise TypeError(f"options must be an Options, got {type(options).__name__}")
+    clash = sorted(name for name, value in given.items() if not _default(name, value))
+    if clash:
+        raise TypeError(
+            f"give options= or the keywords, not both: {', '.join(clash)} given with options="
+        )
+    return options
+
+
+_DEFAULTS: Final = {f.name: f.default for f in fields(Options) if f.init}
+
+
+def _default(name: str, value: object) -> bool:
+    default = _DEFAULTS[name]
+    return value is default or (type(value) is type(default) and value == default)
+
+
+def _same(new: Options, old: Options) -> bool:
+    """Whether two options hold the very same values (a default and an equal
+    value given explicitly are not the same: the default follows its rule)."""
+    return all(getattr(new, name) is getattr(old, name) for name in OPTION_NAMES)
 
 
 def _not_undoable(current: list[Any], result: CompactionResult) -> str:
@@ -151,37 +182,38 @@ class Engine(Generic[ProviderT]):
         background_at: float | None = None,
         prune_before_server_compaction: bool = False,
         clear_thinking_after_turns: int | None = None,
+        options: Options | None = None,
     ) -> None:
-        options = Options(  # the same order as the signature, session_id aside
-            provider, transcript_mgr, threshold, keep_recent, system_prompt,
-            acknowledgement, token_counter, keep_tool_pairs, archive, require_snapshot,
-            summary_input_tokens, language, instructions, rolling_summaries, pin_facts,
-            pin_facts_tokens, keep_tail_tokens, before_compact, after_compact, micro,
-            micro_min_chars, exclude_tools, clear_at_least, max_message_tokens,
-            background_at, prune_before_server_compaction, clear_thinking_after_turns,
-        )  # fmt: skip
+        check_provider(provider)
+        given = {name: value for name, value in locals().items() if name in OPTION_NAMES}
+        options = _options(options, given)
         ports = Ports(options.archive)
         checked = check_name("session_id", session_id)
         for checker in ports.checkers(options.transcript_mgr):
             checker.check_session_id(checked)
-        self._parts = Parts(options, ports, checked, Counter(options))
-        self._check_plugins(options, ports)
+        self._parts = Parts(provider, options, ports, checked, Counter(options))
+        self._check_plugins(provider, options, ports)
         self._setup()
 
     def _setup(self) -> None:
         """What a driver prepares once its options are set."""
 
-    def _check_plugins(self, options: Options, ports: Ports) -> None:
+    def _check_plugins(self, provider: object, options: Options, ports: Ports) -> None:
         """What a driver refuses in ``options`` beyond the common checks."""
 
     def _configure(self, **changes: Any) -> None:
         """Change options: build, check and derive a new :class:`Options`."""
         parts = self._parts
-        options = replace(parts.options, **changes)
+        provider = changes.pop("provider", parts.provider)
+        check_provider(provider)
+        options = parts.options.replace(**changes) if changes else parts.options
+        if provider is parts.provider and _same(options, parts.options):
+            return  # c.x = c.x
         ports = parts.ports if options.archive is parts.options.archive else Ports(options.archive)
         for checker in ports.checkers(options.transcript_mgr):
             checker.check_session_id(parts.session_id)
-        self._check_plugins(options, ports)
+        self._check_plugins(provider, options, ports)
+        parts.provider = provider
         if options.archive != parts.options.archive:
             parts.behind.clear()  # another archive: what the old one writes is not read
         parts.options, parts.ports = options, ports
@@ -192,7 +224,7 @@ class Engine(Generic[ProviderT]):
     @property
     def provider(self) -> ProviderT:
         """The summarising model."""
-        return cast(ProviderT, self._parts.options.provider)
+        return cast(ProviderT, self._parts.provider)
 
     @provider.setter
     def provider(self, value: ProviderT) -> None:
@@ -205,8 +237,15 @@ class Engine(Generic[ProviderT]):
 
     @property
     def options(self) -> Options:
-        """The compactor's options as one frozen value."""
+        """The compactor's options as one frozen value: ``Compactor(provider,
+        options=c.options)`` makes a compactor configured as ``c``."""
         return self._parts.options
+
+    @options.setter
+    def options(self, options: Options) -> None:
+        if not isinstance(options, Options):
+            raise TypeError(f"options must be an Options, got {type(options).__name__}")
+        self._configure(**{name: getattr(options, name) for name in OPTION_NAMES})
 
     @property
     def last_result(self) -> CompactionResult | None:

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 class Parts:
     """The lasting parts of one compactor."""
 
+    provider: object
+    """The summarising model."""
     options: Options
     ports: Ports
     session_id: str

@@ -49,7 +49,7 @@ def summarise(parts: Parts, made: Plan, truncated: int = 0) -> Generator[Request
     summariser is sent the conversation's own messages instead."""
     options = parts.options
     derived = options.derived
-    if is_server_summariser(options.provider):
+    if is_server_summariser(parts.provider):
         systems, prefix = live_prefix(made.snapshot, made.fixed_end)
         return (
             yield from summarize_on_server(
