@@ -162,6 +162,7 @@ class SqlTranscriptManager(SqlArchive):
             (),
         )
         return [str(row[0]) for row in rows]
+
     def get_latest_session(self) -> str | None:
         """The session id of the newest snapshot, or ``None`` when there is none."""
         sessions = self.list_sessions()

@@ -76,9 +76,7 @@ def create_schema(driver: _Driver, connection: Any) -> None:
     with driver.transaction(connection, write=True) as run:
         for statement in _SCHEMA:
             run.execute(statement, ())
-        rows = run.fetchall(
-            "SELECT value FROM bareagent_meta WHERE name = ?", ("schema_version",)
-        )
+        rows = run.fetchall("SELECT value FROM bareagent_meta WHERE name = ?", ("schema_version",))
         if not rows:
             run.execute(
                 "INSERT INTO bareagent_meta (name, value) VALUES (?, ?)",
