@@ -334,17 +334,37 @@ def test_over_the_threshold_the_preset_truncates_short_results_too() -> None:
     )
 
 
-def test_an_explicit_micro_min_chars_keeps_short_results_over_the_threshold() -> None:
+def test_a_policy_that_keeps_short_results_keeps_them_over_the_threshold() -> None:
     provider = RecordingProvider()
     messages = history([1500] * 8 + [4000])
     tokens = estimate_tokens(messages)
-    compactor = Compactor(
-        provider, threshold=tokens - 10, micro="cache-friendly", micro_min_chars=2000
-    )
+    policy = CACHE_FRIENDLY.replace(short_over_threshold=False)
+    compactor = Compactor(provider, threshold=tokens - 10, micro=policy)
     assert not compactor.micro_options.short_over_threshold
     result = compactor(messages)
     assert result.truncated == 0
     assert result.action is Action.FULL
+
+
+def test_the_preset_given_its_own_values_explicitly_behaves_as_the_preset() -> None:
+    sizes = [1500] * 8 + [4000]
+    tokens = estimate_tokens(history(sizes))
+    results = []
+    for explicit in ({}, {"micro_min_chars": 2000, "keep_recent": 1}, {"micro": CACHE_FRIENDLY}):
+        messages = history(sizes)
+        chosen = {"micro": "cache-friendly", **explicit}
+        compactor = Compactor(RecordingProvider(), threshold=tokens - 10, **chosen)
+        result = compactor(messages)
+        results.append((result.truncated, result.action, messages))
+    assert results[0][0] == 8
+    assert results[1] == results[0] == results[2]
+
+
+def test_micro_policy_values_are_checked() -> None:
+    with pytest.raises(ValueError, match="clear_fraction"):
+        CACHE_FRIENDLY.replace(clear_fraction=2)
+    with pytest.raises(TypeError, match="keep_recent"):
+        CACHE_FRIENDLY.replace(keep_recent="1")
 
 
 def test_explicit_options_override_the_preset() -> None:
@@ -358,7 +378,8 @@ def test_explicit_options_override_the_preset() -> None:
         clear_at_least=100,
     )
     assert compactor.keep_recent == 2
-    assert compactor.micro_options == MicroOptions(0, frozenset({"memory"}), 100)
+    # whether short results are cleared over the threshold is the policy's, not the options'
+    assert compactor.micro_options == MicroOptions(0, frozenset({"memory"}), 100, True)
 
 
 @pytest.mark.parametrize(("value", "error"), [("cache_friendly", ValueError), (None, TypeError)])

@@ -102,8 +102,9 @@ def test_a_derived_value_assigned_back_keeps_following_its_rule() -> None:
     assert preset.keep_recent == Compactor(summarise).keep_recent
     english = Compactor(summarise, system_prompt="Summarise the work so far.")
     english.acknowledgement = english.acknowledgement
-    english.system_prompt = "请总结之前的工作。"
-    assert english.acknowledgement == Compactor(summarise, system_prompt="请总结之前的工作。").acknowledgement
+    chinese = "请总结之前的工作。"
+    english.system_prompt = chinese
+    assert english.acknowledgement == Compactor(summarise, system_prompt=chinese).acknowledgement
 
 
 def test_the_signature_shows_the_rule_of_max_message_tokens() -> None:

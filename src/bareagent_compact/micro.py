@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Final, NamedTuple, TypeAlias
 
@@ -302,7 +304,7 @@ MICRO_SPEC: Final = "spec"
 """``micro="spec"``: the specification's micro-compaction (the default)."""
 
 MICRO_CACHE_FRIENDLY: Final = "cache-friendly"
-"""``micro="cache-friendly"``: the preset of :data:`CACHE_FRIENDLY`."""
+"""``micro="cache-friendly"``: the policy :data:`CACHE_FRIENDLY`."""
 
 
 class MicroOptions(NamedTuple):
@@ -316,7 +318,7 @@ class MicroOptions(NamedTuple):
     ``short_over_threshold``: over the threshold (or forced), results shorter than
     ``min_chars`` are truncated too (those their marker shrinks), so that the history
     left is no larger than the specification's would be (the ``cache-friendly``
-    preset's, unless ``micro_min_chars`` is given).
+    policy's).
     """
 
     min_chars: int | None = None
@@ -330,29 +332,79 @@ class MicroOptions(NamedTuple):
         return self.min_chars is None and not self.exclude_tools and not self.clear_at_least
 
 
-class Preset(NamedTuple):
-    """The values a ``micro=`` preset gives the options left unset."""
+@dataclass(frozen=True, slots=True)
+class MicroPolicy:
+    """A micro-compaction policy: what ``micro=`` names or is given.
 
+    The presets are instances (:data:`SPEC`, :data:`CACHE_FRIENDLY`); a policy of
+    one's own is ``CACHE_FRIENDLY.replace(min_chars=500)`` or a new value. The
+    constructor's ``keep_recent``, ``micro_min_chars`` and ``clear_at_least``,
+    when given, take the place of the policy's values, and nothing else changes:
+    a preset given its own values behaves exactly as the preset.
+    """
+
+    name: str
     keep_recent: int
     min_chars: int | None
     clear_fraction: float
     """``clear_at_least`` as a fraction of the compactor's threshold."""
     short_over_threshold: bool = False
-    """:attr:`MicroOptions.short_over_threshold`, unless ``micro_min_chars`` is given."""
+    """:attr:`MicroOptions.short_over_threshold`: over the threshold (or forced),
+    results shorter than ``min_chars`` are truncated too."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError("a MicroPolicy's name must be a non-empty str")
+        check_keep_recent(self.keep_recent)
+        if self.min_chars is not None:
+            check_int("micro_min_chars", self.min_chars)
+        fraction = self.clear_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+            raise TypeError(f"clear_fraction must be a number, got {type(fraction).__name__}")
+        if not 0 <= fraction <= 1:  # NaN fails this too
+            raise ValueError(f"clear_fraction must be in [0, 1], got {fraction!r}")
+        if not isinstance(self.short_over_threshold, bool):
+            raise TypeError("short_over_threshold must be a bool")
+
+    def replace(self, **changes: Any) -> MicroPolicy:
+        """A new, checked policy with ``changes``."""
+        return dataclasses.replace(self, **changes)
+
+    def resolve(
+        self,
+        threshold: int,
+        *,
+        keep_recent: object,
+        min_chars: object,
+        exclude_tools: object,
+        clear_at_least: object,
+    ) -> tuple[int, MicroOptions]:
+        """``keep_recent`` and the :class:`MicroOptions` in force: the options given
+        (not ``None``), else this policy's values."""
+        keep = self.keep_recent if keep_recent is None else check_keep_recent(keep_recent)
+        chars = self.min_chars if min_chars is None else check_int("micro_min_chars", min_chars)
+        if clear_at_least is None:
+            clear = round(self.clear_fraction * threshold)
+        else:
+            clear = check_int("clear_at_least", clear_at_least)
+        names = check_exclude_tools(exclude_tools)
+        return keep, MicroOptions(chars, names, clear, self.short_over_threshold)
 
 
-CACHE_FRIENDLY: Final = Preset(
-    keep_recent=1, min_chars=2000, clear_fraction=0.3, short_over_threshold=True
-)
+SPEC: Final = MicroPolicy(MICRO_SPEC, DEFAULT_KEEP_RECENT, None, 0.0)
+"""``micro="spec"``: the specification's micro-compaction."""
+
+CACHE_FRIENDLY: Final = MicroPolicy(
+    MICRO_CACHE_FRIENDLY, keep_recent=1, min_chars=2000, clear_fraction=0.3,
+    short_over_threshold=True,
+)  # fmt: skip
 """``micro="cache-friendly"``: keep the newest result unit whole, leave results under
-2,000 characters whole (and never grow one) until the history is over the threshold,
+``min_chars`` whole (and never grow one) until the history is over the threshold,
 and rewrite old results only when that frees 0.3 x threshold or the history is over
 the threshold (values chosen by measurement, see ``docs/performance.md``)."""
 
-_PRESETS: Final = {
-    MICRO_SPEC: Preset(DEFAULT_KEEP_RECENT, None, 0.0),
-    MICRO_CACHE_FRIENDLY: CACHE_FRIENDLY,
-}
+PRESETS: Final = {policy.name: policy for policy in (SPEC, CACHE_FRIENDLY)}
+"""The policies ``micro=`` may name; a new preset is one more entry."""
 
 
 def check_exclude_tools(exclude_tools: object) -> frozenset[str]:
@@ -380,22 +432,23 @@ def resolve_micro(
     exclude_tools: object,
     clear_at_least: object,
 ) -> tuple[int, MicroOptions]:
-    """Check the micro-compaction options and fill the unset ones (``None``) from the
-    ``micro`` preset; returns ``keep_recent`` and the :class:`MicroOptions`."""
-    if not isinstance(micro, str):
-        raise TypeError(f"micro must be a str, got {type(micro).__name__}")
-    preset = _PRESETS.get(micro)
-    if preset is None:
-        raise ValueError(f"micro must be one of {sorted(_PRESETS)}, got {micro!r}")
-    keep = preset.keep_recent if keep_recent is None else check_keep_recent(keep_recent)
-    short_over_threshold = preset.short_over_threshold and min_chars is None
-    min_chars = preset.min_chars if min_chars is None else check_int("micro_min_chars", min_chars)
-    if clear_at_least is None:
-        clear_at_least = round(preset.clear_fraction * threshold)
+    """Check ``micro`` (a preset's name or a :class:`MicroPolicy`) and fill the unset
+    options (``None``) from it; returns ``keep_recent`` and the :class:`MicroOptions`."""
+    if isinstance(micro, MicroPolicy):
+        policy = micro
+    elif isinstance(micro, str):
+        found = PRESETS.get(micro)
+        if found is None:
+            raise ValueError(f"micro must be one of {sorted(PRESETS)}, got {micro!r}")
+        policy = found
     else:
-        clear_at_least = check_int("clear_at_least", clear_at_least)
-    return keep, MicroOptions(
-        min_chars, check_exclude_tools(exclude_tools), clear_at_least, short_over_threshold
+        raise TypeError(f"micro must be a str or a MicroPolicy, got {type(micro).__name__}")
+    return policy.resolve(
+        threshold,
+        keep_recent=keep_recent,
+        min_chars=min_chars,
+        exclude_tools=exclude_tools,
+        clear_at_least=clear_at_least,
     )
 
 

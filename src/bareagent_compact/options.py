@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS, pin_budget
-from bareagent_compact.micro import MICRO_SPEC, MicroOptions, resolve_micro
+from bareagent_compact.micro import MICRO_SPEC, MicroOptions, MicroPolicy, resolve_micro
 from bareagent_compact.oversize import (
     DEFAULT_MAX_MESSAGE_TOKENS,
     check_max_message_tokens,
@@ -225,7 +225,7 @@ class Options:
     keep_tail_tokens: int = 0
     before_compact: BeforeCompactHook | None = None
     after_compact: AfterCompactHook | None = None
-    micro: str = MICRO_SPEC
+    micro: str | MicroPolicy = MICRO_SPEC
     micro_min_chars: int | None = None
     exclude_tools: Iterable[str] | None = None
     clear_at_least: int | None = None

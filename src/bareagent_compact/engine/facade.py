@@ -18,7 +18,7 @@ from bareagent_compact.engine.full.background import drop
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.ports import Ports
 from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS
-from bareagent_compact.micro import MICRO_SPEC, MicroOptions, undo_micro
+from bareagent_compact.micro import MICRO_SPEC, MicroOptions, MicroPolicy, undo_micro
 from bareagent_compact.options import DEFAULT_LANGUAGE, OPTION_NAMES, Options, check_provider
 from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS, OversizeScan
 from bareagent_compact.prompts import DEFAULT_THRESHOLD
@@ -142,7 +142,7 @@ class Engine(Generic[ProviderT]):
     keep_tail_tokens = _Option[int, int]()
     before_compact = _Option[BeforeCompactHook | None, BeforeCompactHook | None]()
     after_compact = _Option[AfterCompactHook | None, AfterCompactHook | None]()
-    micro = _Option[str, str]()
+    micro = _Option[str | MicroPolicy, str | MicroPolicy]()
     micro_min_chars = _Option[int | None, int | None]()
     exclude_tools = _Option[frozenset[str] | None, Any]()
     clear_at_least = _Option[int | None, int | None]()
@@ -174,7 +174,7 @@ class Engine(Generic[ProviderT]):
         keep_tail_tokens: int = 0,
         before_compact: BeforeCompactHook | None = None,
         after_compact: AfterCompactHook | None = None,
-        micro: str = MICRO_SPEC,
+        micro: str | MicroPolicy = MICRO_SPEC,
         micro_min_chars: int | None = None,
         exclude_tools: Iterable[str] | None = None,
         clear_at_least: int | None = None,
