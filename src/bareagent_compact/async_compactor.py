@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import Any, Final, TypeVar, cast
 
 from bareagent_compact.engine import Engine
+from bareagent_compact.engine.facade import check_call
 from bareagent_compact.protocols import ArchiveRecord, AsyncSummaryProvider, SummaryProvider
 from bareagent_compact.requests import (
     ArchiveRequest,
@@ -96,7 +97,7 @@ class AsyncCompactor(Engine[SummaryProvider | AsyncSummaryProvider]):
 
     def set_session_id(self, session_id: str) -> None:
         """Rebind the session id (call it on ``/new`` and ``/resume``)."""
-        self._session_id = self._checked_session_id(session_id)
+        self._parts.session_id = self._checked_session_id(session_id)
 
     async def __call__(
         self,
@@ -110,8 +111,7 @@ class AsyncCompactor(Engine[SummaryProvider | AsyncSummaryProvider]):
         ``instructions`` is added to this call's summary request, after the
         constructor's (``/compact focus on the failing test``).
         """
-        force = self._check_force(force)
-        instructions = self._check_instructions(instructions)
+        force, instructions = check_call(force, instructions)
         holder = self._holder
         if holder is not None and holder in _CALLS.get():
             # Called from inside its own call (a hook): the lock is already ours.

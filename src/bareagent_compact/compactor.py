@@ -8,6 +8,7 @@ from collections.abc import MutableSequence, Sequence
 from typing import Any
 
 from bareagent_compact.engine import Engine, summary_text
+from bareagent_compact.engine.facade import check_call
 from bareagent_compact.engine.ports import Ports
 from bareagent_compact.options import Options
 from bareagent_compact.protocols import ArchiveRecord, SummaryProvider
@@ -82,7 +83,7 @@ class Compactor(Engine[SummaryProvider]):
         """Rebind the session id (call it on ``/new`` and ``/resume``)."""
         checked = self._checked_session_id(session_id)
         with self._lock:
-            self._session_id = checked
+            self._parts.session_id = checked
 
     def __call__(
         self,
@@ -96,8 +97,7 @@ class Compactor(Engine[SummaryProvider]):
         ``instructions`` is added to this call's summary request, after the
         constructor's (``/compact focus on the failing test``).
         """
-        force = self._check_force(force)
-        instructions = self._check_instructions(instructions)
+        force, instructions = check_call(force, instructions)
         with self._lock:
             steps = self._steps(messages, force, instructions)
             try:

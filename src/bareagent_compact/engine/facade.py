@@ -79,6 +79,15 @@ class _Option(Generic[ReadT, WriteT]):
         obj._configure(**{self.name: value})
 
 
+def check_call(force: object, instructions: object) -> tuple[bool, str | None]:
+    """A call's ``force`` (a ``bool``) and ``instructions`` (``None`` or a ``str``)."""
+    if not isinstance(force, bool):
+        raise TypeError(f"force must be a bool, got {type(force).__name__}")
+    if instructions is not None and not isinstance(instructions, str):
+        raise TypeError(f"instructions must be a str, got {type(instructions).__name__}")
+    return force, instructions
+
+
 def _options(options: object, given: dict[str, Any]) -> Options:
     """``options``, or the options the keywords give; both at once only when every
     keyword is left at its default."""
@@ -258,14 +267,6 @@ class Engine(Generic[ProviderT]):
     def last_result(self, result: CompactionResult | None) -> None:
         self._parts.last_result = result
 
-    @property
-    def _session_id(self) -> str:
-        return self._parts.session_id
-
-    @_session_id.setter
-    def _session_id(self, session_id: str) -> None:
-        self._parts.session_id = session_id
-
     def _checked_session_id(self, session_id: object) -> str:
         """A non-empty ``str``, also acceptable to the transcript manager (and to the
         archive's store) when they can say (:class:`SessionIdChecker`), so a bad id
@@ -279,18 +280,6 @@ class Engine(Generic[ProviderT]):
     def get_session_id(self) -> str:
         """The session id under which snapshots are saved."""
         return self._parts.session_id
-
-    @staticmethod
-    def _check_force(force: object) -> bool:
-        if not isinstance(force, bool):
-            raise TypeError(f"force must be a bool, got {type(force).__name__}")
-        return force
-
-    @staticmethod
-    def _check_instructions(instructions: object) -> str | None:
-        if instructions is not None and not isinstance(instructions, str):
-            raise TypeError(f"instructions must be a str, got {type(instructions).__name__}")
-        return instructions
 
     def _steps(
         self, messages: MutableSequence[Any], force: bool, instructions: str | None = None
