@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from bareagent_compact import Compactor, SqlTranscriptManager, TranscriptManager
-from bareagent_compact.stores import jsonl as jsonl_store
 from bareagent_compact.stores.codec import MAX_STEM_BYTES, file_stem, session_id_of_stem
+from bareagent_compact.stores.jsonl import files as jsonl_files
 from bareagent_compact.transcripts import (
     ARCHIVE_SUFFIX,
     TEMP_MAX_AGE,
@@ -901,7 +901,7 @@ def test_a_stalled_archive_write_holds_up_no_other_archive(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     entered, release = threading.Event(), threading.Event()
-    real_write_all = jsonl_store._write_all
+    real_write_all = jsonl_files._write_all
 
     def stalling_write_all(fd: int, data: bytes) -> None:
         if b"stall-me" in data:
@@ -909,7 +909,7 @@ def test_a_stalled_archive_write_holds_up_no_other_archive(
             release.wait(30)
         real_write_all(fd, data)
 
-    monkeypatch.setattr(jsonl_store, "_write_all", stalling_write_all)
+    monkeypatch.setattr(jsonl_files, "_write_all", stalling_write_all)
     slow = JsonlTranscriptManager(tmp_path / "slow")
     fast = JsonlTranscriptManager(tmp_path / "fast")
     stalled = threading.Thread(target=lambda: slow.archive(record_for("a", "stall-me")))
