@@ -18,8 +18,8 @@ calls read everything, as they do without the cache.
 from __future__ import annotations
 
 from collections.abc import MutableSequence, Sequence
-from itertools import compress, islice
-from operator import ne
+from itertools import compress, islice, repeat
+from operator import is_not, ne
 from typing import Any, Final
 
 from bareagent_compact import dialects
@@ -61,7 +61,8 @@ class HistoryCache:
     """Container copies of the last history seen, its weight and its tool calls."""
 
     __slots__ = (
-        "_calls", "_copies", "_gone", "_names", "_names_upto", "_quarters", "_unread", "_unweighed"
+        "_calls", "_copies", "_gone", "_names", "_names_upto", "_quarters", "_unread",
+        "_unweighed", "uncopied",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -73,6 +74,9 @@ class HistoryCache:
         self._unread: set[int] = set()  # indices whose calls are not known yet
         self._names: dict[str, str] | None = None  # of the calls of the first messages
         self._names_upto = 0  # how many messages ``_names`` covers
+        self.uncopied: list[int] | None = None
+        """After a :meth:`sync` that returned ``None``: the indices of the messages that
+        could not be copied (SDK objects among them), when known."""
 
     @property
     def copies(self) -> list[dict[str, Any]]:
@@ -94,7 +98,12 @@ class HistoryCache:
         ``messages`` cannot be copied (an SDK object, a tuple: the copies are kept).
         ``start``: the messages before it are known to be unchanged (only what
         follows is compared)."""
+        self.uncopied = None
         if not self._readable(messages):
+            if type(messages) is list:
+                self.uncopied = list(
+                    compress(range(len(messages)), map(is_not, map(type, messages), repeat(dict)))
+                )
             return None
         copies = self._copies
         known = len(copies)
@@ -118,6 +127,7 @@ class HistoryCache:
             replaced = [_copy(messages[index], 0) for index in changed]  # dicts: see _readable
             tail = [_copy(message, 0) for message in messages[common:]]
         except _Opaque:
+            self.uncopied = [*changed, *range(common, len(messages))]
             return None  # the copies still stand for the last history seen
         self._leave_weight(changed, common)
         self._drop_calls(changed, common, len(messages))

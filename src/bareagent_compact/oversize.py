@@ -296,11 +296,11 @@ class OversizeScan:
         self._limit: int | None = None
         self._planned_at: list[int] = []
 
-    def _start(self, messages: Sequence[Any], limit: int) -> int:
+    def _start(self, messages: Sequence[Any], limit: int, trusted: bool) -> int:
         checked = self._checked
         if limit != self._limit or not checked or len(messages) < checked:
             return 0
-        if messages[checked - 1] is not self._last:
+        if not trusted and messages[checked - 1] is not self._last:
             return 0
         return max(0, checked - _RESCAN)
 
@@ -319,7 +319,9 @@ class OversizeScan:
         """The texts over ``limit`` and what each becomes (nothing is changed); with
         ``handles`` (see :func:`cut_handles`), each marker and record names a handle.
         ``changed``: the messages known to be new or edited since the last call
-        (also read when they lie before where the scan resumes)."""
+        (also read when they lie before where the scan resumes); when they are known,
+        the others are taken as read, whatever their identity (a list made anew from
+        JSON), so a full compaction must start the scan anew."""
         if limit is None:
             return []
         planned: list[Due] = []
@@ -350,7 +352,7 @@ class OversizeScan:
     ) -> Iterable[int]:
         """The messages to read: from where the scan resumes, and those before it
         that ``changed`` names."""
-        start = self._start(messages, limit)
+        start = self._start(messages, limit, changed is not None)
         edited = sorted({i for i in changed if i < start}) if changed and start else []
         return chain(edited, range(start, len(messages)))
 

@@ -63,16 +63,23 @@ def _dump_compaction(value: Any) -> dict[str, Any]:
     return data
 
 
-def plain_messages(messages: MutableSequence[Any]) -> int:
+def plain_messages(messages: MutableSequence[Any], only: Sequence[int] | None = None) -> int:
     """Convert every SDK object in ``messages`` to a plain dict, in place.
 
     Messages (or Responses items) may be objects; inside a message dict, the
     items of ``content`` and ``tool_calls`` may be. Anything else that is not a
     dict raises ``TypeError`` naming its index before anything is changed.
-    Returns how many objects were converted.
+    ``only``: the indices that may hold objects (the others are known to hold
+    none). Returns how many objects were converted.
     """
     if not isinstance(messages, MutableSequence):
         raise not_a_list(messages)
+    if only is not None:
+        part = [messages[index] for index in only]
+        converted = plain_messages(part)
+        for index, message in zip(only, part, strict=True):
+            messages[index] = message
+        return converted
     # Runs every turn over the whole history: a plain history is read once, with
     # exact type checks and no call per item.
     if not holds_objects(messages):

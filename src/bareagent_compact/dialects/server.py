@@ -96,9 +96,10 @@ class ServerScan:
     """:func:`server_compaction_index` of a history that grows by appending, reading
     only what was appended since the last call.
 
-    While the last message read is still at its place (the same object), the
-    messages before it are taken as read; otherwise (a rebuilt or shortened list)
-    the whole list is read again.
+    While the last message read is still at its place (the same object), or the
+    caller knows the messages before it are unchanged (``unchanged``), they are
+    taken as read; otherwise (a rebuilt or shortened list) the whole list is read
+    again.
     """
 
     __slots__ = ("_index", "_last", "_read")
@@ -108,10 +109,13 @@ class ServerScan:
         self._last: object = None
         self._index = -1
 
-    def index(self, messages: Sequence[Any]) -> int:
-        """Where the part the server reads begins in ``messages`` (``-1``: all of it)."""
+    def index(self, messages: Sequence[Any], unchanged: int = 0) -> int:
+        """Where the part the server reads begins in ``messages`` (``-1``: all of it);
+        ``unchanged``: how many of the first messages are known to equal those of
+        the last call (a list made anew from JSON, say)."""
         read = self._read
-        if not read or len(messages) < read or messages[read - 1] is not self._last:
+        moved = read > unchanged and read <= len(messages) and messages[read - 1] is not self._last
+        if not read or len(messages) < read or moved:
             read, self._index = 0, -1
         newest = server_compaction_index(messages, read)
         if newest >= 0:

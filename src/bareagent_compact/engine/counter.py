@@ -79,7 +79,7 @@ class Counter:
         """The count of the whole history, the one the trigger compares (``cached``:
         with the history cache's weights, brought up to date if needed)."""
         messages = turn.messages
-        live = dialects.live_view(messages, view.server_scan.index(messages))
+        live = dialects.live_view(messages, view.server_scan.index(messages, turn.unchanged()))
         ledger = self._ledger
         if ledger is None:
             return self._anchor.count(live, self.count)

@@ -12,6 +12,7 @@ from collections.abc import Iterable, MutableSequence, Sequence
 from dataclasses import fields
 from typing import Any, Final, Generic, TypeVar, cast, overload
 
+from bareagent_compact import dialects
 from bareagent_compact.engine import step
 from bareagent_compact.engine.counter import Counter
 from bareagent_compact.engine.full.background import drop
@@ -354,6 +355,7 @@ class Engine(Generic[ProviderT]):
         replace_all(messages, [*result.replaced, *current[len(result.rebuilt) :]])
         view = self._parts.view
         view.oversize = OversizeScan()  # texts put back whole are cut again next time
+        view.server_scan = dialects.ServerScan()
         view.idle = False
         return True
 

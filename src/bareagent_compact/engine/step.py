@@ -12,6 +12,7 @@ from bareagent_compact.engine.full import run as full
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.passes import behind, micro, oversize, prune
 from bareagent_compact.engine.turn import Turn
+from bareagent_compact.history import HistoryCache
 from bareagent_compact.micro import Undo, changes_prefix, freed_tokens, undo_micro
 from bareagent_compact.plain import plain_messages
 from bareagent_compact.requests import Steps
@@ -61,6 +62,7 @@ def _changed(parts: Parts, turn: Turn) -> list[int] | None:
     messages = turn.messages
     changed = None if history.empty else history.sync(messages)
     try:
+        changed = _converted(history, messages, changed)
         validate_messages(messages, objects=True, only=changed)
     except TypeError:
         history.forget()
@@ -70,6 +72,23 @@ def _changed(parts: Parts, turn: Turn) -> list[int] | None:
         changed = history.sync(messages)
     turn.synced = changed is not None
     turn.edited_from = len(messages) if turn.synced else 0
+    turn.changes = changed
+    return changed
+
+
+def _converted(
+    history: HistoryCache, messages: MutableSequence[Any], changed: list[int] | None
+) -> list[int] | None:
+    """``changed``, or, when SDK objects kept the cache from copying the messages it
+    found new or edited, those messages converted (and only those: the others
+    equal their plain copies) and the cache brought up to date."""
+    for _ in range(2):  # objects as messages, then inside the messages
+        uncopied = history.uncopied
+        if changed is not None or uncopied is None or history.empty:
+            return changed
+        validate_messages(messages, objects=True, only=uncopied)
+        plain_messages(messages, only=uncopied)
+        changed = history.sync(messages)
     return changed
 
 

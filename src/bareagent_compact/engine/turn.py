@@ -42,6 +42,14 @@ class Turn:
         self.synced = False
         self.edited_from = min(self.edited_from, index)
 
+    def unchanged(self) -> int:
+        """How many of the first messages the caller left as the last call left them
+        (this call's own truncations and cuts aside: they move no message)."""
+        changes = self.changes
+        if changes is None:
+            return 0
+        return changes[0] if changes else len(self.messages)
+
     def in_sync(self) -> bool:
         """Whether the history cache holds the history as it is now (brought up to
         date if this call changed it, comparing only from where it did)."""

@@ -108,6 +108,9 @@ class UsageLedger:
         known = len(self._ids)
         if known and len(ids) >= known and ids[:known] == self._ids:
             return self._resolve_grown(messages, ids)
+        edited = self._made_anew(messages, same, ids)
+        if edited is not None:
+            return self._resolve_grown(messages, ids, edited)
         resolved: list[_Entry] = list(map(self._entries.get, ids, repeat(_ABSENT)))
         unchanged = list(map(eq, messages, map(_COPY_OF, resolved)))
         if all(unchanged):
@@ -117,12 +120,36 @@ class UsageLedger:
         self._keep(resolved)
         return resolved
 
-    def _resolve_grown(self, messages: list[Message], ids: list[int]) -> list[_Entry]:
+    def _made_anew(
+        self, messages: list[Message], same: Sequence[Message], ids: list[int]
+    ) -> list[int] | None:
+        """Where the last list's messages changed, when the list opens with them as
+        equal but other objects (a history made anew from JSON every turn, perhaps
+        edited since); each entry then stands for the message at its place, and only
+        the edited messages and what follows them are read. ``None`` otherwise."""
+        copies = self._copies
+        known = len(copies)
+        if not known or len(ids) < known or len(self._ids) != known:
+            return None
+        edited = list(compress(range(known), map(ne, same, copies)))
+        if len(edited) * 2 > known or len(set(ids)) != len(ids):
+            return None
+        for entry, message in zip(self._resolved, messages, strict=False):
+            entry.message = message  # held, so that its id stays its own
+        self._ids = ids[:known]
+        self._entries = dict(zip(self._ids, self._resolved, strict=True))
+        return edited
+
+    def _resolve_grown(
+        self, messages: list[Message], ids: list[int], edited: list[int] | None = None
+    ) -> list[_Entry]:
         """:meth:`_resolve` of the last list, edited in place or appended to (the same
-        objects at the same places): only the edited and new messages are read."""
+        objects at the same places): only the edited and new messages are read
+        (``edited``: where the last list's messages changed, when already known)."""
         copies, resolved = self._copies, self._resolved
         known = len(copies)
-        edited = self._edited(messages, copies)
+        if edited is None:
+            edited = self._edited(messages, copies)
         if not edited and len(ids) == known:
             return resolved
         by_content = self._content_map()

@@ -7,10 +7,12 @@ import logging
 from collections.abc import Generator
 from typing import Any
 
+from bareagent_compact import dialects
 from bareagent_compact.engine.full.attempt import Attempt
 from bareagent_compact.engine.full.summarise import inflated, with_pins
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.turn import Turn
+from bareagent_compact.oversize import OversizeScan
 from bareagent_compact.protocols import Message
 from bareagent_compact.rebuild import Plan, rebuild, warn_about
 from bareagent_compact.requests import HookRequest, Outcome, Request
@@ -64,6 +66,8 @@ def _commit(
     parts.counter.edited()
     turn.edited(0)
     parts.view.micro_scan.reset()  # the positions it knew are gone
+    parts.view.oversize = OversizeScan()
+    parts.view.server_scan = dialects.ServerScan()
     after = parts.counter.history(parts.view, turn)
     threshold = parts.options.threshold
     parts.trigger.succeeded(after > threshold)
