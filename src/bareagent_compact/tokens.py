@@ -37,8 +37,7 @@ from typing import Any, Final
 from bareagent_compact._json import to_json
 from bareagent_compact._limits import MAX_DEPTH as MAX_DEPTH  # noqa: PLC0414 (re-exported)
 from bareagent_compact._limits import too_deep
-from bareagent_compact.dialects import anthropic, openai_chat, openai_responses
-from bareagent_compact.dialects.anthropic import TOOL_USE
+from bareagent_compact.dialects import BLOCK_PARTS, EXTRA_PARTS, TOOL_USE
 from bareagent_compact.plain import dump_model, is_model
 from bareagent_compact.validate import not_a_dict, not_a_list
 
@@ -170,13 +169,9 @@ _PROBE: Final = 256
 """About how many characters, evenly spread, decide how a long string is classified."""
 _SPOT_CHECK: Final = 64
 """Up to one code unit in this many, a block's units are checked one by one."""
-_BLOCK_PARTS: Final = {
-    **anthropic.BLOCK_PARTS,
-    **openai_chat.BLOCK_PARTS,
-    **openai_responses.BLOCK_PARTS,
-}
+_BLOCK_PARTS: Final = BLOCK_PARTS
 """What the blocks that carry neither ``text`` nor ``content`` weigh (images, files,
-thinking), by type, as each dialect says."""
+thinking), by type, as each registered dialect says."""
 
 
 def _count_units(
@@ -347,7 +342,7 @@ class _Parts:
         add_string = self.strings.append
         for value in values:
             if isinstance(value, dict) and "type" in value:
-                # A block (see dialects.anthropic): tool_use counts its name and
+                # A block (see dialects._content): tool_use counts its name and
                 # input, others their text and content; a block without text may
                 # weigh what it carries (an image, a file, thinking).
                 if depth > MAX_DEPTH:
@@ -462,8 +457,7 @@ def _gather(parts: _Parts, messages: list[Any]) -> None:
     says it weighs beside (Chat tool calls, Responses items)."""
     strings = parts.strings
     add = parts.add
-    add_calls = openai_chat.add_parts
-    add_item = openai_responses.add_parts
+    extra = EXTRA_PARTS  # (key, add_parts): Chat tool calls, Responses items ...
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             message = _as_dict(index, message)  # noqa: PLW2901 (an SDK object: its dict)
@@ -474,10 +468,9 @@ def _gather(parts: _Parts, messages: list[Any]) -> None:
             add(content, 1)
         elif content is not None:
             add((content,), 0)
-        if "tool_calls" in message:
-            add_calls(parts, message)
-        if "type" in message:
-            add_item(parts, message)
+        for key, add_parts in extra:
+            if key in message:
+                add_parts(parts, message)
 
 
 def _as_dict(index: int, message: Any) -> dict[str, Any]:
