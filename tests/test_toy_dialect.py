@@ -75,3 +75,14 @@ def test_a_toy_history_is_counted_and_micro_compacted(toy: dialects.Dialect) -> 
     assert all(o.startswith("[truncated: read result,") for o in outputs[:4])
     assert not any(o.startswith("[truncated:") for o in outputs[4:])
     assert estimate_tokens(messages) < before
+
+
+def test_what_a_registered_dialect_weighs_beside_content_is_counted() -> None:
+    plain, noted = [say("user", "hello")], [say("user", "hello", note="word " * 100)]
+    assert estimate_tokens(noted) == estimate_tokens(plain)  # a note is no part yet
+    dialects.register(toy_dialect.DIALECT)
+    try:
+        assert estimate_tokens(noted) == estimate_tokens(plain) + 125
+    finally:
+        dialects.unregister(toy_dialect.DIALECT)
+    assert estimate_tokens(noted) == estimate_tokens(plain)

@@ -1,6 +1,7 @@
 """A fourth message dialect, small enough to read at a glance: typed items.
 
-- ``{"type": "toy_say", "speaker": "user" | "assistant", "text": ...}``
+- ``{"type": "toy_say", "speaker": "user" | "assistant", "content": ..., "note"?: ...}``
+  (a ``note`` weighs beside the content)
 - ``{"type": "toy_call", "call_id": ..., "tool": ..., "args": ...}``
 - ``{"type": "toy_result", "call_id": ..., "output": ...}`` (a run of them is one turn)
 
@@ -34,7 +35,7 @@ class Toy:
 
     name: Final = "toy"
     block_parts: Final[Mapping[str, BlockParts]] = {}
-    parts_key: Final = None  # an item of a type unknown to Responses weighs its JSON text
+    parts_key: Final = "note"  # calls and results, without content, weigh their JSON text
 
     def claims(self, message: Message) -> bool:
         return message.get("type") in (SAY, CALL, RESULT)
@@ -80,23 +81,26 @@ class Toy:
         if item_type == RESULT:
             name = names.get(message.get("call_id", ""), UNKNOWN_TOOL)
             return f"[tool_result:{name}] {render_content(message.get('output'), names)}"
-        return render_content(message.get("text"), names)
+        return render_content(message.get("content"), names)
 
     def add_parts(self, parts: Parts, message: Message) -> None:
-        return None
+        note = message.get("note")
+        if isinstance(note, str):
+            parts.strings.append(note)
 
     def rewrite_unpaired(self, message: Message, broken: Mapping[int, Unpaired]) -> bool:
         text = self.render(message, {})
         message.clear()
-        message.update({"type": SAY, "speaker": "assistant", "text": text})
+        message.update({"type": SAY, "speaker": "assistant", "content": text})
         return False
 
 
 DIALECT: Final = Toy()
 
 
-def say(speaker: str, text: str) -> dict[str, Any]:
-    return {"type": SAY, "speaker": speaker, "text": text}
+def say(speaker: str, text: str, note: str | None = None) -> dict[str, Any]:
+    message = {"type": SAY, "speaker": speaker, "content": text}
+    return message if note is None else {**message, "note": note}
 
 
 def call(call_id: str, tool: str, args: Any) -> dict[str, Any]:
