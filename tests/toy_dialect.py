@@ -36,9 +36,10 @@ class Toy:
     name: Final = "toy"
     block_parts: Final[Mapping[str, BlockParts]] = {}
     parts_key: Final = "note"  # calls and results, without content, weigh their JSON text
-
-    def claims(self, message: Message) -> bool:
-        return message.get("type") in (SAY, CALL, RESULT)
+    item_types: Final = frozenset({SAY, CALL, RESULT})
+    any_item: Final = False
+    roles: Final = frozenset[str]()
+    keys: Final = ()
 
     def kind(self, message: Message) -> Kind:
         item_type = message.get("type")

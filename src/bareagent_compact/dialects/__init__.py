@@ -150,10 +150,13 @@ _registry: tuple[Dialect, ...] = ()
 """The registered dialects, in registration order; the first reads every message no
 other one claims."""
 _default: Dialect
-_claimants: tuple[Dialect, ...] = ()
-"""Every registered dialect but the first, newest first: asked in turn whether a
-message is theirs (a newer dialect may claim what an older one would read, such
-as item types the Responses dialect keeps as opaque data)."""
+_any_item: Dialect
+_by_item_type: dict[str, Dialect] = {}
+_by_role: dict[Any, Dialect] = {}
+_by_key: tuple[tuple[str, Dialect], ...] = ()
+"""What :func:`dialect_of` looks up, built from the registry: a newer dialect may
+claim what an older one would read (such as item types the Responses dialect
+keeps as opaque data)."""
 
 BLOCK_PARTS: Final[dict[str, BlockParts]] = {}
 """What the content blocks that carry neither ``text`` nor ``content`` weigh, by type,
@@ -185,10 +188,17 @@ def registered() -> tuple[Dialect, ...]:
 
 
 def _set_registry(dialects: tuple[Dialect, ...]) -> None:
-    global _registry, _default, _claimants
+    global _registry, _default, _any_item, _by_key  # noqa: PLW0603 (the one registry)
     if not dialects:
         raise ValueError("the registry needs a dialect to read plain role messages")
-    _registry, _default, _claimants = dialects, dialects[0], dialects[:0:-1]
+    _registry, _default = dialects, dialects[0]
+    _any_item = next((d for d in reversed(dialects) if d.any_item), _default)
+    _by_item_type.clear()
+    _by_role.clear()
+    for dialect in dialects[1:]:  # in order: the newest registration wins
+        _by_item_type.update(dict.fromkeys(dialect.item_types, dialect))
+        _by_role.update(dict.fromkeys(dialect.roles, dialect))
+    _by_key = tuple((key, d) for d in reversed(dialects[1:]) for key in d.keys)
     BLOCK_PARTS.clear()
     for dialect in dialects:
         BLOCK_PARTS.update(dialect.block_parts)
@@ -207,10 +217,20 @@ recall tool, :func:`bareagent_compact.check_request`)."""
 
 
 def dialect_of(message: Message) -> Dialect:
-    """The registered dialect ``message`` (a plain dict) belongs to: the newest one
-    that claims it, else the first registered (plain role messages)."""
-    for dialect in _claimants:
-        if dialect.claims(message):
+    """The registered dialect ``message`` (a plain dict) belongs to: a typed item's
+    by its type, a role message's by its role, then by its keys (see
+    :class:`Dialect`), else the first registered (plain role messages)."""
+    item_type = message.get("type")
+    if item_type is not None and isinstance(item_type, str) and item_type != MESSAGE_TYPE:
+        return _by_item_type.get(item_type, _any_item)
+    try:
+        found = _by_role.get(message.get("role"))
+    except TypeError:  # a role that is no key (a list ...): no dialect's own
+        found = None
+    if found is not None:
+        return found
+    for key, dialect in _by_key:
+        if key in message:
             return dialect
     return _default
 

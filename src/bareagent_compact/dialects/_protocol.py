@@ -23,8 +23,12 @@ class Dialect(Protocol):
     """One message dialect: how its messages are recognised, read, rendered, weighed
     and repaired.
 
-    The first registered dialect reads the messages no other dialect claims (plain
-    role messages); every other one is asked :meth:`claims`, newest first.
+    A dialect claims messages by data the registry looks up, not by a call per
+    message: typed items (a ``str`` ``type`` other than ``"message"``) by
+    :attr:`item_types` (else the dialect with :attr:`any_item`), role messages by
+    :attr:`roles`, then by :attr:`keys`; the newest registration wins. The first
+    registered dialect reads every message no other one claims (plain role
+    messages).
     """
 
     @property
@@ -44,8 +48,24 @@ class Dialect(Protocol):
         weigh beyond ``content`` (for a message of any dialect); ``None``: nothing."""
         ...
 
-    def claims(self, message: Message) -> bool:
-        """True when ``message`` is of this dialect (not asked of the first one)."""
+    @property
+    def item_types(self) -> frozenset[str]:
+        """The types of the typed items that are this dialect's."""
+        ...
+
+    @property
+    def any_item(self) -> bool:
+        """True for the dialect that reads a typed item of a type no dialect lists."""
+        ...
+
+    @property
+    def roles(self) -> frozenset[str]:
+        """The roles of the role messages that are this dialect's."""
+        ...
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Keys that make a role message (of another role) this dialect's."""
         ...
 
     def kind(self, message: Message) -> Kind:

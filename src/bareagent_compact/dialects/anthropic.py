@@ -100,9 +100,10 @@ class _Anthropic:
     name: Final = "anthropic"
     block_parts: Final = BLOCK_PARTS
     parts_key: Final = None
-
-    def claims(self, message: Message) -> bool:
-        return True  # the first dialect: never asked, it reads what no other claims
+    item_types: Final = frozenset[str]()
+    any_item: Final = False
+    roles: Final = frozenset[str]()  # the first dialect: what no other claims is its
+    keys: Final = ()
 
     kind = staticmethod(role_kind)
 

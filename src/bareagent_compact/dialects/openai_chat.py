@@ -226,11 +226,10 @@ class _Chat:
     name: Final = "openai_chat"
     block_parts: Final = BLOCK_PARTS
     parts_key: Final = "tool_calls"
-
-    def claims(self, message: Message) -> bool:
-        if "tool_calls" not in message and message.get("role") != TOOL_ROLE:
-            return False
-        return typed_item(message) is None
+    item_types: Final = frozenset[str]()
+    any_item: Final = False
+    roles: Final = frozenset({TOOL_ROLE})
+    keys: Final = ("tool_calls",)
 
     kind = staticmethod(role_kind)
 

@@ -215,17 +215,20 @@ class _Responses:
     name: Final = "openai_responses"
     block_parts: Final = BLOCK_PARTS
     parts_key: Final = "type"
+    item_types: Final = frozenset[str]()
+    any_item: Final = True  # item types it does not know are opaque data
+    roles: Final = frozenset[str]()
+    keys: Final = ()
 
-    def claims(self, message: Message) -> bool:
-        return typed_item(message) is not None
+    # Asked of typed items only (the registry's rule), so ``type`` is read as it is.
 
     def kind(self, message: Message) -> Kind:
-        return Kind.RESULT if typed_item(message) in RESULT_ITEM_TYPES else Kind.ASSISTANT
+        return Kind.RESULT if message["type"] in RESULT_ITEM_TYPES else Kind.ASSISTANT
 
     def continues(
         self, previous: Message, message: Message, kind: Callable[[Message], Kind]
     ) -> bool:
-        if typed_item(message) in RESULT_ITEM_TYPES:
+        if message["type"] in RESULT_ITEM_TYPES:
             return is_result_item(previous)
         return kind(previous) is Kind.ASSISTANT
 
@@ -234,8 +237,7 @@ class _Responses:
     result_slots = staticmethod(result_slots)
 
     def own_result_slot(self, message: Message) -> Slot | None:
-        item_type = typed_item(message)
-        return None if item_type is None else item_slot(message, item_type)
+        return item_slot(message, message["type"])
 
     render = staticmethod(render)
     add_parts = staticmethod(add_parts)
