@@ -455,13 +455,15 @@ def estimate_tokens(messages: list[Any]) -> int:
 def _gather(parts: _Parts, messages: list[Any]) -> None:
     """Gather the parts of every message: its ``content``, and what the dialect layer
     says it weighs beside (Chat tool calls, Responses items)."""
+    if len(EXTRA_PARTS) > 2:
+        _gather_all(parts, messages)  # a dialect registered beyond the built-in ones
+        return
     strings = parts.strings
     add = parts.add
-    # The dialects' (key, add_parts), Chat tool calls and Responses items: the first
-    # two read inline (a loop per message costs about 1% of the estimate), padded
-    # with a part that adds nothing.
+    # The dialects' (key, add_parts), Chat tool calls and Responses items, read inline
+    # (a loop, or even one more test, per message costs a few per cent of the walk),
+    # padded with a part that adds nothing.
     (key_a, add_a), (key_b, add_b) = (*EXTRA_PARTS, _NO_PARTS, _NO_PARTS)[:2]
-    rest = EXTRA_PARTS[2:]
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             message = _as_dict(index, message)  # noqa: PLW2901 (an SDK object: its dict)
@@ -476,10 +478,23 @@ def _gather(parts: _Parts, messages: list[Any]) -> None:
             add_a(parts, message)
         if key_b in message:
             add_b(parts, message)
-        if rest:  # a dialect registered beyond the built-in ones
-            for key, add_parts in rest:
-                if key in message:
-                    add_parts(parts, message)
+
+
+def _gather_all(parts: _Parts, messages: list[Any]) -> None:
+    """:func:`_gather` for any number of dialects that weigh extra parts."""
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            message = _as_dict(index, message)  # noqa: PLW2901 (an SDK object: its dict)
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.strings.append(content)
+        elif isinstance(content, list):
+            parts.add(content, 1)
+        elif content is not None:
+            parts.add((content,), 0)
+        for key, add_parts in EXTRA_PARTS:
+            if key in message:
+                add_parts(parts, message)
 
 
 def _add_nothing(parts: Parts, message: dict[str, Any]) -> None:
