@@ -85,3 +85,41 @@ def test_a_dialect_module_imports_no_other_dialect() -> None:
     for name in names:
         found = imports(PACKAGE / "dialects" / f"{name}.py")
         assert not {f"dialects.{other}" for other in names - {name}} & found, name
+
+
+DIALECT_INTERNALS = {
+    "anthropic", "openai_chat", "openai_responses", "_content", "_common", "_protocol", "server",
+}  # fmt: skip
+"""The modules of dialects/ that only the package itself imports."""
+
+
+def _dialect_internals_used(path: Path) -> set[str]:
+    """The internal dialect modules ``path`` imports or reads through ``dialects.``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.startswith("bareagent_compact.dialects."):
+                found.add(node.module.removeprefix("bareagent_compact.dialects."))
+            elif node.module == "bareagent_compact.dialects":
+                found.update(a.name for a in node.names if a.name in DIALECT_INTERNALS)
+        elif isinstance(node, ast.Import):
+            found.update(
+                alias.name.removeprefix("bareagent_compact.dialects.")
+                for alias in node.names
+                if alias.name.startswith("bareagent_compact.dialects.")
+            )
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "dialects"
+            and node.attr in DIALECT_INTERNALS
+        ):
+            found.add(node.attr)
+    return found
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if room(m) != "dialects"])
+def test_no_module_outside_dialects_reads_a_dialect_module(module: str) -> None:
+    path = PACKAGE.joinpath(*module.split(".")).with_suffix(".py")
+    used = _dialect_internals_used(path)
+    assert not used, f"{module} reads dialect internals: {sorted(used)}"

@@ -23,9 +23,6 @@ from bareagent_compact import dialects
 from bareagent_compact.pairs import find_orphans
 from bareagent_compact.plain import dump_model, is_model, plain_view
 
-DIALECTS: Final = frozenset({"anthropic", "openai_chat", "openai_responses"})
-"""The values ``dialect`` may take (``None``: every rule that applies to a message)."""
-
 _ANSWERS: Final = frozenset({"function_call", "message", "custom_tool_call"})
 """What follows a Responses reasoning item: an item the model produced with it."""
 
@@ -119,8 +116,9 @@ def check_request(
     compaction blocks and items as the server returned them, adds the check that
     each one sent is among them, unchanged. Nothing is sent and the list is not
     changed."""
-    if dialect is not None and dialect not in DIALECTS:
-        raise ValueError(f"dialect must be one of {sorted(DIALECTS)} or None, got {dialect!r}")
+    if dialect is not None and dialect not in dialects.DIALECTS:
+        names = sorted(dialects.DIALECTS)
+        raise ValueError(f"dialect must be one of {names} or None, got {dialect!r}")
     view = plain_view(messages)
     at = dialects.live_indices(view)  # problems are reported where they are in ``messages``
     live = [view[i] for i in at]

@@ -10,10 +10,14 @@ from itertools import islice
 from typing import Any, Final, NamedTuple, TypeAlias
 
 from bareagent_compact import dialects
-from bareagent_compact.dialects import UNKNOWN_TOOL
-from bareagent_compact.dialects.anthropic import TOOL_RESULT, block_slot
-from bareagent_compact.dialects.openai_chat import TOOL_ROLE, plain_tool_calls
-from bareagent_compact.dialects.openai_responses import RESULT_KEY
+from bareagent_compact.dialects import (
+    RESULT_KEY,
+    TOOL_RESULT,
+    TOOL_ROLE,
+    UNKNOWN_TOOL,
+    block_slot,
+    plain_tool_calls,
+)
 from bareagent_compact.plain import plain_messages
 from bareagent_compact.protocols import ArchiveRecord, Message
 from bareagent_compact.serialize import render_content

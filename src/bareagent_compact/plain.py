@@ -17,9 +17,7 @@ import logging
 from collections.abc import MutableSequence, Sequence
 from typing import Any
 
-from bareagent_compact.dialects import NESTED_KEYS, holds_objects
-from bareagent_compact.dialects.openai_chat import request_shape
-from bareagent_compact.dialects.server import COMPACTION_TYPE
+from bareagent_compact.dialects import COMPACTION_TYPE, NESTED_KEYS, holds_objects, request_shape
 from bareagent_compact.validate import not_a_dict, not_a_list
 
 logger = logging.getLogger(__name__)

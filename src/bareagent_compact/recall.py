@@ -28,10 +28,7 @@ from collections.abc import Callable
 from typing import Any, Final, NamedTuple, cast
 
 from bareagent_compact import dialects
-from bareagent_compact.dialects import UNKNOWN_TOOL
-from bareagent_compact.dialects.anthropic import TOOL_RESULT
-from bareagent_compact.dialects.openai_chat import TOOL_ROLE
-from bareagent_compact.dialects.openai_responses import RESULT_KEY
+from bareagent_compact.dialects import DIALECTS, RESULT_KEY, TOOL_RESULT, TOOL_ROLE, UNKNOWN_TOOL
 from bareagent_compact.micro import Due, truncation_marker
 from bareagent_compact.plain import dump_model, is_model
 from bareagent_compact.protocols import ArchiveReader, ArchiveRecord, Message
@@ -63,9 +60,6 @@ HANDLE_KEY: Final = "handle"
 
 RESULT_PREFIX: Final = "r"
 """The handle prefix of a truncated tool result (``r-1a2b3c4d5e6f``)."""
-
-DIALECTS: Final = ("anthropic", "openai_chat", "openai_responses")
-"""The dialects :func:`recall_tool` and :func:`answer_recall` speak."""
 
 _HANDLE_RE: Final = re.compile(r"[a-z]-[0-9a-f]{12}")
 _DIGITS: Final = 12

@@ -12,8 +12,14 @@ from typing import Any, Final
 
 from bareagent_compact import dialects
 from bareagent_compact._limits import MAX_DEPTH
-from bareagent_compact.dialects import UNKNOWN_TOOL, render_message, tool_names
-from bareagent_compact.dialects._content import render_block, render_content, tool_name_for
+from bareagent_compact.dialects import (
+    UNKNOWN_TOOL,
+    render_block,
+    render_content,
+    render_message,
+    tool_name_for,
+    tool_names,
+)
 from bareagent_compact.plain import plain_view
 from bareagent_compact.protocols import Message
 from bareagent_compact.validate import not_a_dict, not_a_list

@@ -37,8 +37,7 @@ from typing import Any, Final
 from bareagent_compact._json import to_json
 from bareagent_compact._limits import MAX_DEPTH as MAX_DEPTH  # noqa: PLC0414 (re-exported)
 from bareagent_compact._limits import too_deep
-from bareagent_compact.dialects import anthropic, openai_chat, openai_responses
-from bareagent_compact.dialects.anthropic import TOOL_USE
+from bareagent_compact.dialects import BLOCK_PARTS, EXTRA_PARTS, TOOL_USE, Parts
 from bareagent_compact.plain import dump_model, is_model
 from bareagent_compact.validate import not_a_dict, not_a_list
 
@@ -170,13 +169,9 @@ _PROBE: Final = 256
 """About how many characters, evenly spread, decide how a long string is classified."""
 _SPOT_CHECK: Final = 64
 """Up to one code unit in this many, a block's units are checked one by one."""
-_BLOCK_PARTS: Final = {
-    **anthropic.BLOCK_PARTS,
-    **openai_chat.BLOCK_PARTS,
-    **openai_responses.BLOCK_PARTS,
-}
+_BLOCK_PARTS: Final = BLOCK_PARTS
 """What the blocks that carry neither ``text`` nor ``content`` weigh (images, files,
-thinking), by type, as each dialect says."""
+thinking), by type, as each registered dialect says."""
 
 
 def _count_units(
@@ -347,7 +342,7 @@ class _Parts:
         add_string = self.strings.append
         for value in values:
             if isinstance(value, dict) and "type" in value:
-                # A block (see dialects.anthropic): tool_use counts its name and
+                # A block (see dialects._content): tool_use counts its name and
                 # input, others their text and content; a block without text may
                 # weigh what it carries (an image, a file, thinking).
                 if depth > MAX_DEPTH:
@@ -460,10 +455,15 @@ def estimate_tokens(messages: list[Any]) -> int:
 def _gather(parts: _Parts, messages: list[Any]) -> None:
     """Gather the parts of every message: its ``content``, and what the dialect layer
     says it weighs beside (Chat tool calls, Responses items)."""
+    if len(EXTRA_PARTS) > 2:
+        _gather_all(parts, messages)  # a dialect registered beyond the built-in ones
+        return
     strings = parts.strings
     add = parts.add
-    add_calls = openai_chat.add_parts
-    add_item = openai_responses.add_parts
+    # The dialects' (key, add_parts), Chat tool calls and Responses items, read inline
+    # (a loop, or even one more test, per message costs a few per cent of the walk),
+    # padded with a part that adds nothing.
+    (key_a, add_a), (key_b, add_b) = (*EXTRA_PARTS, _NO_PARTS, _NO_PARTS)[:2]
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             message = _as_dict(index, message)  # noqa: PLW2901 (an SDK object: its dict)
@@ -474,10 +474,35 @@ def _gather(parts: _Parts, messages: list[Any]) -> None:
             add(content, 1)
         elif content is not None:
             add((content,), 0)
-        if "tool_calls" in message:
-            add_calls(parts, message)
-        if "type" in message:
-            add_item(parts, message)
+        if key_a in message:
+            add_a(parts, message)
+        if key_b in message:
+            add_b(parts, message)
+
+
+def _gather_all(parts: _Parts, messages: list[Any]) -> None:
+    """:func:`_gather` for any number of dialects that weigh extra parts."""
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            message = _as_dict(index, message)  # noqa: PLW2901 (an SDK object: its dict)
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.strings.append(content)
+        elif isinstance(content, list):
+            parts.add(content, 1)
+        elif content is not None:
+            parts.add((content,), 0)
+        for key, add_parts in EXTRA_PARTS:
+            if key in message:
+                add_parts(parts, message)
+
+
+def _add_nothing(parts: Parts, message: dict[str, Any]) -> None:
+    return None
+
+
+_NO_PARTS: Final = ("", _add_nothing)
+"""A (key, add_parts) that adds nothing, even to a message holding the key."""
 
 
 def _as_dict(index: int, message: Any) -> dict[str, Any]:

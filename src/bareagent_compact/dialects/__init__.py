@@ -15,12 +15,15 @@ with no configuration:
   other item type, kept as opaque data.
 
 Everything else in the library asks this package instead of reading keys, so the
-compaction logic is written once. Each dialect lives in a module of its own
-behind the same few operations (find tool calls and results, read and replace a
-result's content, render a message, say what it weighs, rewrite an unpaired
-call or result): :mod:`.anthropic`, :mod:`.openai_chat`,
-:mod:`.openai_responses`; what they share is in ``_common`` and ``_content``.
-This module dispatches one message at a time. The units it works with:
+compaction logic is written once. Each dialect lives in a module of its own and
+provides one object behind the same few operations, the :class:`Dialect`
+protocol (find tool calls and results, read and replace a result's content,
+render a message, say what it weighs, rewrite an unpaired call or result):
+:mod:`.anthropic`, :mod:`.openai_chat`, :mod:`.openai_responses`; what they
+share is in ``_common`` and ``_content``. The registered dialects are listed once
+(:func:`registered`, in registration order); :func:`dialect_of` says which one a
+message belongs to, and the functions here ask it, one message at a time. The
+units they work with:
 
 - a **turn**: one Anthropic or Chat message; a run of Chat ``tool`` messages; a
   run of Responses output items (``function_call_output`` ...); a run of
@@ -34,7 +37,7 @@ This module dispatches one message at a time. The units it works with:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from bareagent_compact.dialects import anthropic, openai_chat, openai_responses
@@ -50,10 +53,20 @@ from bareagent_compact.dialects._common import (
     Unpaired,
     typed_item,
 )
-from bareagent_compact.dialects._content import render_content
+from bareagent_compact.dialects._content import (
+    TOOL_RESULT,
+    TOOL_USE,
+    block_slot,
+    render_block,
+    render_content,
+    tool_name_for,
+)
+from bareagent_compact.dialects._protocol import BlockParts, Dialect
+from bareagent_compact.dialects.openai_chat import TOOL_ROLE, plain_tool_calls, request_shape
 from bareagent_compact.dialects.openai_responses import (
     CALL_ITEM_NAMES,
     RESULT_ITEM_TYPES,
+    RESULT_KEY,
     TEXT_RESULT_ITEM_TYPES,
 )
 from bareagent_compact.dialects.server import (
@@ -69,24 +82,36 @@ from bareagent_compact.dialects.server import (
 from bareagent_compact.protocols import Message
 
 __all__ = [
+    "BLOCK_PARTS",
     "CALL_ITEM_NAMES",
     "COMPACTION_TYPE",
+    "DIALECTS",
+    "EXTRA_PARTS",
+    "MESSAGE_TYPE",
     "NESTED_KEYS",
     "RESULT_ITEM_TYPES",
+    "RESULT_KEY",
     "SYSTEM_ROLES",
     "TEXT_RESULT_ITEM_TYPES",
+    "TOOL_RESULT",
+    "TOOL_ROLE",
+    "TOOL_USE",
     "UNKNOWN_TOOL",
+    "BlockParts",
     "Call",
+    "Dialect",
     "Kind",
     "Parts",
     "Slot",
     "Unpaired",
     "add_extra_parts",
+    "block_slot",
     "call_ids",
     "calls",
     "compaction_positions",
     "continues",
     "dead_indices",
+    "dialect_of",
     "fixed_end",
     "dialogue_turns",
     "holders",
@@ -97,7 +122,13 @@ __all__ = [
     "live_indices",
     "live_view",
     "own_result_slot",
+    "plain_tool_calls",
+    "register",
+    "registered",
+    "render_block",
+    "render_content",
     "render_message",
+    "request_shape",
     "result_ids",
     "result_slots",
     "results",
@@ -105,11 +136,103 @@ __all__ = [
     "role_label",
     "server_compaction_index",
     "ServerScan",
+    "tool_name_for",
     "tool_names",
     "turn_start",
     "turn_starts",
     "typed_item",
+    "unregister",
 ]
+
+# -- the registry ---------------------------------------------------------------------
+
+_registry: tuple[Dialect, ...] = ()
+"""The registered dialects, in registration order; the first reads every message no
+other one claims."""
+_default: Dialect
+_any_item: Dialect
+_by_item_type: dict[str, Dialect] = {}
+_by_role: dict[Any, Dialect] = {}
+_by_key: tuple[tuple[str, Dialect], ...] = ()
+"""What :func:`dialect_of` looks up, built from the registry: a newer dialect may
+claim what an older one would read (such as item types the Responses dialect
+keeps as opaque data)."""
+
+BLOCK_PARTS: Final[dict[str, BlockParts]] = {}
+"""What the content blocks that carry neither ``text`` nor ``content`` weigh, by type,
+as the registered dialects say (kept up to date in place, so it may be bound once)."""
+
+EXTRA_PARTS: Final[list[tuple[str, Callable[[Parts, Message], None]]]] = []
+"""``(key, add_parts)`` of each registered dialect that weighs something beyond
+``content``: a message holding ``key`` has ``add_parts`` gather it (kept up to date
+in place, so it may be bound once)."""
+
+
+def register(dialect: Dialect) -> None:
+    """Add ``dialect`` to the registry, after the ones there; its name must be new."""
+    if any(known.name == dialect.name for known in _registry):
+        raise ValueError(f"a dialect named {dialect.name!r} is registered already")
+    _set_registry((*_registry, dialect))
+
+
+def unregister(dialect: Dialect) -> None:
+    """Remove ``dialect`` from the registry (the others keep their order)."""
+    if dialect not in _registry:
+        raise ValueError(f"the dialect {dialect.name!r} is not registered")
+    _set_registry(tuple(known for known in _registry if known is not dialect))
+
+
+def registered() -> tuple[Dialect, ...]:
+    """The registered dialects, in registration order."""
+    return _registry
+
+
+def _set_registry(dialects: tuple[Dialect, ...]) -> None:
+    global _registry, _default, _any_item, _by_key  # noqa: PLW0603 (the one registry)
+    if not dialects:
+        raise ValueError("the registry needs a dialect to read plain role messages")
+    _registry, _default = dialects, dialects[0]
+    _any_item = next((d for d in reversed(dialects) if d.any_item), _default)
+    _by_item_type.clear()
+    _by_role.clear()
+    for dialect in dialects[1:]:  # in order: the newest registration wins
+        _by_item_type.update(dict.fromkeys(dialect.item_types, dialect))
+        _by_role.update(dict.fromkeys(dialect.roles, dialect))
+    _by_key = tuple((key, d) for d in reversed(dialects[1:]) for key in d.keys)
+    BLOCK_PARTS.clear()
+    for dialect in dialects:
+        BLOCK_PARTS.update(dialect.block_parts)
+    EXTRA_PARTS[:] = [
+        (dialect.parts_key, dialect.add_parts) for dialect in dialects if dialect.parts_key
+    ]
+
+
+register(anthropic.DIALECT)
+register(openai_chat.DIALECT)
+register(openai_responses.DIALECT)
+
+DIALECTS: Final = tuple(dialect.name for dialect in _registry)
+"""The names of the built-in dialects, which the library's own tools speak (the
+recall tool, :func:`bareagent_compact.check_request`)."""
+
+
+def dialect_of(message: Message) -> Dialect:
+    """The registered dialect ``message`` (a plain dict) belongs to: a typed item's
+    by its type, a role message's by its role, then by its keys (see
+    :class:`Dialect`), else the first registered (plain role messages)."""
+    item_type = message.get("type")
+    if item_type is not None and isinstance(item_type, str) and item_type != MESSAGE_TYPE:
+        return _by_item_type.get(item_type, _any_item)
+    try:
+        found = _by_role.get(message.get("role"))
+    except TypeError:  # a role that is no key (a list ...): no dialect's own
+        found = None
+    if found is not None:
+        return found
+    for key, dialect in _by_key:
+        if key in message:
+            return dialect
+    return _default
 
 
 def fixed_end(messages: Sequence[Message]) -> int:
@@ -127,26 +250,9 @@ def fixed_end(messages: Sequence[Message]) -> int:
     return end
 
 
-_ROLE_KINDS: Final[dict[Any, Kind]] = {
-    "assistant": Kind.ASSISTANT,
-    "system": Kind.SYSTEM,
-    "developer": Kind.SYSTEM,
-    "tool": Kind.RESULT,
-}
-"""What a role message other than ``user`` is; another role (e.g. a legacy
-``function`` message) is not user input, so it counts as the assistant's."""
-
-
 def kind(message: Message) -> Kind:
     """Say what ``message`` (a plain dict) is."""
-    item_type = typed_item(message)
-    if item_type is not None:
-        return Kind.RESULT if item_type in RESULT_ITEM_TYPES else Kind.ASSISTANT
-    role = message.get("role")
-    if role == "user":
-        content = message.get("content")
-        return Kind.RESULTS if anthropic.has_tool_result_block(content) else Kind.USER
-    return _ROLE_KINDS.get(role, Kind.ASSISTANT)
+    return dialect_of(message).kind(message)
 
 
 def is_system(message: Message) -> bool:
@@ -154,38 +260,17 @@ def is_system(message: Message) -> bool:
     return message.get("role") in SYSTEM_ROLES and typed_item(message) is None
 
 
-_INPUT_KINDS: Final = frozenset({Kind.USER, Kind.RESULTS, Kind.RESULT})
-
-
-def _continues_input(previous: Message, message: Message) -> bool:
-    """A user message continues user input or tool results before it: one turn (the
-    APIs merge them), such as a reminder an agent sends after the user's request."""
-    plain = message.get("type") in (None, MESSAGE_TYPE)
-    return plain and kind(previous) in _INPUT_KINDS and kind(message) is Kind.USER
-
-
 def continues(previous: Message, message: Message) -> bool:
     """True when ``message`` belongs to the same turn as ``previous`` just before it.
 
     Chat ``tool`` messages in a row are one turn, and so are Responses result
     items in a row; Responses items the model produced (``reasoning``,
-    ``function_call`` ...) continue the assistant turn before them.
+    ``function_call`` ...) continue the assistant turn before them; a user message
+    continues the user input or tool results before it.
     """
     if type(previous) is not dict or type(message) is not dict:
         return False  # an SDK object not converted yet: a boundary, to be safe
-    item_type = typed_item(message)
-    if item_type is not None:
-        if item_type in RESULT_ITEM_TYPES:
-            return openai_responses.is_result_item(previous)
-        return kind(previous) is Kind.ASSISTANT
-    role = message.get("role")
-    if role == "user":
-        return _continues_input(previous, message)
-    if role == openai_chat.TOOL_ROLE:
-        return openai_chat.is_tool_message(previous)
-    if role == "assistant" and message.get("type") == MESSAGE_TYPE:
-        return openai_responses.follows_output(previous)
-    return False
+    return dialect_of(message).continues(previous, message, kind)
 
 
 def turn_starts(messages: Sequence[Message]) -> list[int]:
@@ -209,12 +294,7 @@ def turn_start(messages: Sequence[Message], index: int) -> int:
 def calls(message: Message) -> list[Call]:
     """Every tool call ``message`` makes, in order: a Responses call item's one call,
     or a message's ``tool_use`` blocks, then its Chat ``tool_calls``."""
-    if typed_item(message) is not None:
-        return openai_responses.calls(message)
-    found = anthropic.calls(message)
-    if "tool_calls" in message:
-        found += openai_chat.calls(message)
-    return found
+    return dialect_of(message).calls(message)
 
 
 def call_ids(message: Message) -> set[str]:
@@ -234,11 +314,7 @@ def results(message: Message) -> list[tuple[int, str | None]]:
     a message of any role, as the specification reads them), or 0 for a Chat
     ``tool`` message or a Responses result item, which are one result each.
     """
-    if typed_item(message) is not None:
-        return openai_responses.results(message)
-    if message.get("role") == openai_chat.TOOL_ROLE:
-        return openai_chat.results(message)
-    return anthropic.results(message)
+    return dialect_of(message).results(message)
 
 
 def result_slots(message: Message) -> Iterator[Slot]:
@@ -249,22 +325,13 @@ def result_slots(message: Message) -> Iterator[Slot]:
     reads them), Chat ``tool`` messages, and Responses ``function_call_output``
     and ``custom_tool_call_output`` items.
     """
-    if typed_item(message) is not None:
-        return openai_responses.result_slots(message)
-    if message.get("role") == openai_chat.TOOL_ROLE:
-        return openai_chat.result_slots(message)
-    return anthropic.result_slots(message)
+    return dialect_of(message).result_slots(message)
 
 
 def own_result_slot(message: Message) -> Slot | None:
     """The slot of a message that is one result by itself (a Chat ``tool`` message, a
     Responses text result item), else ``None``."""
-    item_type = typed_item(message)
-    if item_type is not None:
-        return openai_responses.item_slot(message, item_type)
-    if message.get("role") == openai_chat.TOOL_ROLE:
-        return openai_chat.message_slot(message)
-    return None
+    return dialect_of(message).own_result_slot(message)
 
 
 def dialogue_turns(messages: Sequence[Message]) -> list[list[int]]:
@@ -316,43 +383,23 @@ def render_message(message: Message, names: dict[str, str]) -> str:
     and Responses items render what they carry, so a turn reads the same in
     every dialect.
     """
-    if typed_item(message) is not None:
-        return openai_responses.render(message, names)
-    if message.get("role") == openai_chat.TOOL_ROLE:
-        return openai_chat.render_result(message, names)
-    return openai_chat.render_calls(message, render_content(message.get("content"), names))
+    return dialect_of(message).render(message, names)
 
 
 def add_extra_parts(parts: Parts, message: Message) -> None:
     """Gather into ``parts`` what ``message`` weighs beyond its ``content``: Chat
-    ``tool_calls``, and what a Responses item carries."""
-    if "tool_calls" in message:
-        openai_chat.add_parts(parts, message)
-    if "type" in message:
-        openai_responses.add_parts(parts, message)
+    ``tool_calls``, and what a Responses item carries (each registered dialect whose
+    :attr:`~Dialect.parts_key` the message holds adds its part)."""
+    for key, add_parts in EXTRA_PARTS:
+        if key in message:
+            add_parts(parts, message)
 
 
 def rewrite_unpaired(message: Message, broken: Mapping[int, Unpaired]) -> bool:
     """Turn the unpaired calls and results of ``message`` (by position) into plain
     content, in place; True when the message became a ``user`` message (an OpenAI
     result), which must follow the results it stood among."""
-    if typed_item(message) is not None:
-        return openai_responses.rewrite_unpaired(message, broken[0])
-    if message.get("role") == openai_chat.TOOL_ROLE:
-        openai_chat.result_to_text(message, broken[0])
-        return True
-    blocks = {
-        position: unpaired
-        for position, unpaired in broken.items()
-        if unpaired.kind == "tool_result"
-        or anthropic.holds_call(message, position, unpaired.tool_use_id)
-    }
-    chat = {position: unpaired for position, unpaired in broken.items() if position not in blocks}
-    if blocks:
-        anthropic.rewrite_unpaired(message, blocks)
-    if chat:
-        openai_chat.drop_calls(message, chat)
-    return False
+    return dialect_of(message).rewrite_unpaired(message, broken)
 
 
 def holders(message: Any) -> Iterator[object]:

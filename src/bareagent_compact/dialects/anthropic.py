@@ -1,30 +1,37 @@
 """Anthropic Messages: ``tool_use`` and ``tool_result`` blocks in a message's ``content``.
 
 Blocks are read in a message of any role, as the specification reads them; a
-message holding ``tool_result`` blocks is a tool-result unit by itself.
+message holding ``tool_result`` blocks is a tool-result unit by itself. What
+every role message shares (the blocks, the role rules) is in ``_content``; the
+first registered dialect, this one reads every message no other dialect claims.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from bareagent_compact import images
-from bareagent_compact.dialects._common import (
-    Call,
-    Parts,
-    Slot,
-    Unpaired,
-    as_id,
-    as_name,
-    orphaned_result_text,
-    unanswered_call_text,
+from bareagent_compact.dialects._common import Kind, Parts, Slot, Unpaired
+from bareagent_compact.dialects._content import (
+    TOOL_RESULT,
+    TOOL_USE,
+    block_slot,
+    has_tool_result_block,
+    holds_call,
+    render_content,
+    role_continues,
+    role_kind,
 )
-from bareagent_compact.dialects._content import TOOL_RESULT, TOOL_USE, render_block, render_content
+from bareagent_compact.dialects._content import block_calls as calls
+from bareagent_compact.dialects._content import block_result_slots as result_slots
+from bareagent_compact.dialects._content import block_results as results
+from bareagent_compact.dialects._content import rewrite_blocks as rewrite_unpaired
 from bareagent_compact.protocols import Message
 
 __all__ = [
     "BLOCK_PARTS",
+    "DIALECT",
     "TOOL_RESULT",
     "TOOL_USE",
     "block_slot",
@@ -35,98 +42,6 @@ __all__ = [
     "results",
     "rewrite_unpaired",
 ]
-
-
-def has_tool_result_block(content: Any) -> bool:
-    """True when ``content`` is a list holding a ``tool_result`` block."""
-    if type(content) is not list:
-        return False
-    for block in content:  # noqa: SIM110 (a loop: no generator per call on the hot path)
-        if type(block) is dict and block.get("type") == TOOL_RESULT:
-            return True
-    return False
-
-
-def calls(message: Message) -> list[Call]:
-    """The ``tool_use`` blocks of ``message``, in order."""
-    content = message.get("content")
-    if not isinstance(content, list):
-        return []
-    found: list[Call] = []
-    for position, block in enumerate(content):
-        if isinstance(block, dict) and block.get("type") == TOOL_USE:
-            name = as_name(block.get("name"))
-            found.append(Call(as_id(block.get("id")), name, block.get("input", {}), position))
-    return found
-
-
-def results(message: Message) -> list[tuple[int, str | None]]:
-    """The ``tool_result`` blocks of ``message``, as ``(position, call id)``."""
-    content = message.get("content")
-    if not isinstance(content, list):
-        return []
-    return [
-        (position, as_id(block.get("tool_use_id")))
-        for position, block in enumerate(content)
-        if isinstance(block, dict) and block.get("type") == TOOL_RESULT
-    ]
-
-
-def result_slots(message: Message) -> Iterator[Slot]:
-    """Where each ``tool_result`` block of ``message`` keeps its content."""
-    content = message.get("content")
-    if isinstance(content, list):
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == TOOL_RESULT:
-                yield block_slot(block)
-
-
-def block_slot(block: dict[str, Any]) -> Slot:
-    """Where one ``tool_result`` block keeps its content."""
-    return Slot(block, "content", as_id(block.get("tool_use_id")))
-
-
-def holds_call(message: Message, position: int, call_id: str | None) -> bool:
-    """True when ``content[position]`` is the ``tool_use`` block with id ``call_id``
-    (rather than a Chat ``tool_calls`` entry at the same position); the id is
-    compared as read (``None`` for one that is not a string, as the call reports it)."""
-    content = message.get("content")
-    if not isinstance(content, list) or position >= len(content):
-        return False
-    block = content[position]
-    return (
-        isinstance(block, dict)
-        and block.get("type") == TOOL_USE
-        and as_id(block.get("id")) == call_id
-    )
-
-
-def _orphaned_result_blocks(block: dict[str, Any], tool_use_id: str | None) -> list[Any]:
-    """What an orphaned ``tool_result`` becomes: a text header, then its own blocks."""
-    header = orphaned_result_text(tool_use_id, bool(block.get("is_error")))
-    content = block.get("content")
-    if isinstance(content, list):
-        return [{"type": "text", "text": header}, *content]
-    return [{"type": "text", "text": f"{header} {render_content(content, {})}"}]
-
-
-def rewrite_unpaired(message: Message, broken: Mapping[int, Unpaired]) -> None:
-    """Turn the unpaired blocks of ``message`` (by position) into text; the remaining
-    ``tool_result`` blocks move to the front, as the API requires."""
-    results_kept: list[Any] = []
-    others: list[Any] = []
-    for position, block in enumerate(message["content"]):
-        found = broken.get(position)
-        if found is None:
-            is_result = isinstance(block, dict) and block.get("type") == TOOL_RESULT
-            (results_kept if is_result else others).append(block)
-        elif found.kind == "tool_result":
-            others.extend(_orphaned_result_blocks(block, found.tool_use_id))
-        else:
-            text = unanswered_call_text(found.tool_use_id, render_block(block, {}))
-            others.append({"type": "text", "text": text})
-    # Tool results must open a message; the converted text follows them.
-    message["content"] = results_kept + others
 
 
 def _add_image(parts: Parts, block: dict[str, Any], depth: int) -> None:
@@ -175,3 +90,46 @@ BLOCK_PARTS: Final[dict[str, Callable[[Parts, dict[str, Any], int], None]]] = {
     "redacted_thinking": _add_redacted_thinking,
 }
 """What the blocks that carry neither ``text`` nor ``content`` weigh, by type."""
+
+
+class _Anthropic:
+    """The Anthropic dialect: plain role messages, read by their blocks."""
+
+    __slots__ = ()
+
+    name: Final = "anthropic"
+    block_parts: Final = BLOCK_PARTS
+    parts_key: Final = None
+    item_types: Final = frozenset[str]()
+    any_item: Final = False
+    roles: Final = frozenset[str]()  # the first dialect: what no other claims is its
+    keys: Final = ()
+
+    kind = staticmethod(role_kind)
+
+    def continues(
+        self, previous: Message, message: Message, kind: Callable[[Message], Kind]
+    ) -> bool:
+        return role_continues(previous, message, kind)
+
+    calls = staticmethod(calls)
+    results = staticmethod(results)
+    result_slots = staticmethod(result_slots)
+
+    def own_result_slot(self, message: Message) -> Slot | None:
+        return None
+
+    def render(self, message: Message, names: dict[str, str]) -> str:
+        return render_content(message.get("content"), names)
+
+    def add_parts(self, parts: Parts, message: Message) -> None:
+        return None
+
+    def rewrite_unpaired(self, message: Message, broken: Mapping[int, Unpaired]) -> bool:
+        if broken:
+            rewrite_unpaired(message, broken)
+        return False
+
+
+DIALECT: Final = _Anthropic()
+"""The Anthropic dialect object."""

@@ -1,7 +1,9 @@
 """OpenAI Chat Completions: an assistant message's ``tool_calls`` and the ``tool``
 messages answering them, one call each, by ``tool_call_id``.
 
-A run of ``tool`` messages is one turn and one tool-result unit.
+A run of ``tool`` messages is one turn and one tool-result unit. A message with
+``tool_calls`` is this dialect's too; its ``content`` reads as every role
+message's does (``_content``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, Final
 from bareagent_compact import images
 from bareagent_compact.dialects._common import (
     Call,
+    Kind,
     Parts,
     Slot,
     Unpaired,
@@ -23,11 +26,22 @@ from bareagent_compact.dialects._common import (
     typed_item,
     unanswered_call_text,
 )
-from bareagent_compact.dialects._content import render_call, render_content
+from bareagent_compact.dialects._content import (
+    block_calls,
+    block_result_slots,
+    block_results,
+    holds_call,
+    render_call,
+    render_content,
+    rewrite_blocks,
+    role_continues,
+    role_kind,
+)
 from bareagent_compact.protocols import Message
 
 __all__ = [
     "BLOCK_PARTS",
+    "DIALECT",
     "TOOL_ROLE",
     "add_parts",
     "calls",
@@ -202,3 +216,72 @@ BLOCK_PARTS: Final[dict[str, Callable[[Parts, dict[str, Any], int], None]]] = {
     "file": _add_file,
 }
 """What the content parts that carry no ``text`` weigh, by type."""
+
+
+class _Chat:
+    """The Chat dialect: ``tool`` messages, and messages with ``tool_calls``."""
+
+    __slots__ = ()
+
+    name: Final = "openai_chat"
+    block_parts: Final = BLOCK_PARTS
+    parts_key: Final = "tool_calls"
+    item_types: Final = frozenset[str]()
+    any_item: Final = False
+    roles: Final = frozenset({TOOL_ROLE})
+    keys: Final = ("tool_calls",)
+
+    kind = staticmethod(role_kind)
+
+    def continues(
+        self, previous: Message, message: Message, kind: Callable[[Message], Kind]
+    ) -> bool:
+        if message.get("role") == TOOL_ROLE:
+            return is_tool_message(previous)
+        return role_continues(previous, message, kind)
+
+    def calls(self, message: Message) -> list[Call]:
+        found = block_calls(message)
+        if "tool_calls" in message:
+            found += calls(message)
+        return found
+
+    def results(self, message: Message) -> list[tuple[int, str | None]]:
+        if message.get("role") == TOOL_ROLE:
+            return results(message)
+        return block_results(message)
+
+    def result_slots(self, message: Message) -> Iterator[Slot]:
+        if message.get("role") == TOOL_ROLE:
+            return result_slots(message)
+        return block_result_slots(message)
+
+    def own_result_slot(self, message: Message) -> Slot | None:
+        return message_slot(message) if message.get("role") == TOOL_ROLE else None
+
+    def render(self, message: Message, names: dict[str, str]) -> str:
+        if message.get("role") == TOOL_ROLE:
+            return render_result(message, names)
+        return render_calls(message, render_content(message.get("content"), names))
+
+    add_parts = staticmethod(add_parts)
+
+    def rewrite_unpaired(self, message: Message, broken: Mapping[int, Unpaired]) -> bool:
+        if message.get("role") == TOOL_ROLE:
+            result_to_text(message, broken[0])
+            return True
+        blocks = {
+            position: unpaired
+            for position, unpaired in broken.items()
+            if unpaired.kind == "tool_result" or holds_call(message, position, unpaired.tool_use_id)
+        }
+        chat = {position: found for position, found in broken.items() if position not in blocks}
+        if blocks:
+            rewrite_blocks(message, blocks)
+        if chat:
+            drop_calls(message, chat)
+        return False
+
+
+DIALECT: Final = _Chat()
+"""The Chat dialect object."""

@@ -8,13 +8,14 @@ model produced (reasoning, an assistant message, calls ...) is one turn.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 from bareagent_compact import images
 from bareagent_compact.dialects._common import (
     MESSAGE_TYPE,
     Call,
+    Kind,
     Parts,
     Slot,
     Unpaired,
@@ -31,13 +32,13 @@ from bareagent_compact.protocols import Message
 
 __all__ = [
     "BLOCK_PARTS",
+    "DIALECT",
     "CALL_ITEM_NAMES",
     "RESULT_ITEM_TYPES",
     "RESULT_KEY",
     "TEXT_RESULT_ITEM_TYPES",
     "add_parts",
     "calls",
-    "follows_output",
     "is_result_item",
     "item_slot",
     "render",
@@ -82,16 +83,6 @@ REASONING_TYPE: Final = "reasoning"
 def is_result_item(message: Message) -> bool:
     """True for a Responses item answering a tool call."""
     return typed_item(message) in RESULT_ITEM_TYPES
-
-
-def follows_output(previous: Message) -> bool:
-    """True when an assistant ``message`` item after ``previous`` continues its turn:
-    ``previous`` is an item the model produced (not a result) or an assistant
-    ``message`` item."""
-    previous_type = typed_item(previous)
-    if previous_type is not None:
-        return previous_type not in RESULT_ITEM_TYPES
-    return previous.get("type") == MESSAGE_TYPE and previous.get("role") == "assistant"
 
 
 def _arguments(message: Message) -> Any:
@@ -214,3 +205,46 @@ BLOCK_PARTS: Final[dict[str, Callable[[Parts, dict[str, Any], int], None]]] = {
     "input_file": _add_file,
 }
 """What the content parts that carry no ``text`` weigh, by type."""
+
+
+class _Responses:
+    """The Responses dialect: typed items (``message`` items read as role messages)."""
+
+    __slots__ = ()
+
+    name: Final = "openai_responses"
+    block_parts: Final = BLOCK_PARTS
+    parts_key: Final = "type"
+    item_types: Final = frozenset[str]()
+    any_item: Final = True  # item types it does not know are opaque data
+    roles: Final = frozenset[str]()
+    keys: Final = ()
+
+    # Asked of typed items only (the registry's rule), so ``type`` is read as it is.
+
+    def kind(self, message: Message) -> Kind:
+        return Kind.RESULT if message["type"] in RESULT_ITEM_TYPES else Kind.ASSISTANT
+
+    def continues(
+        self, previous: Message, message: Message, kind: Callable[[Message], Kind]
+    ) -> bool:
+        if message["type"] in RESULT_ITEM_TYPES:
+            return is_result_item(previous)
+        return kind(previous) is Kind.ASSISTANT
+
+    calls = staticmethod(calls)
+    results = staticmethod(results)
+    result_slots = staticmethod(result_slots)
+
+    def own_result_slot(self, message: Message) -> Slot | None:
+        return item_slot(message, message["type"])
+
+    render = staticmethod(render)
+    add_parts = staticmethod(add_parts)
+
+    def rewrite_unpaired(self, message: Message, broken: Mapping[int, Unpaired]) -> bool:
+        return rewrite_unpaired(message, broken[0])
+
+
+DIALECT: Final = _Responses()
+"""The Responses dialect object."""
