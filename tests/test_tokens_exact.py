@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bareagent_compact import tokens
+from bareagent_compact import text_weight, tokens
 from bareagent_compact._json import to_json
 from bareagent_compact.images import ANTHROPIC_IMAGE_TOKENS
 from bareagent_compact.tokens import (
@@ -421,7 +421,7 @@ def test_every_whitespace_character_is_in_the_reference_set() -> None:
     # Guards the fast path's whitespace tables against a change in Unicode data.
     spaces = [c for c in map(chr, range(0x110000)) if c.isspace()]
     assert "".join(spaces) == UNICODE_SPACES
-    assert {c for c in spaces if ord(c) > 0xFF} - {"\u3000"} == set(tokens._WIDE_SPACE)
+    assert {c for c in spaces if ord(c) > 0xFF} - {"\u3000"} == set(text_weight._WIDE_SPACE)
 
 
 def test_nesting_exactly_at_the_limit_is_counted() -> None:

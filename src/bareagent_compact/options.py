@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS, pin_budget
-from bareagent_compact.micro import MICRO_SPEC, MicroOptions, MicroPolicy, resolve_micro
+from bareagent_compact.micro_policy import MICRO_SPEC, MicroOptions, MicroPolicy, resolve_micro
 from bareagent_compact.oversize import (
     DEFAULT_MAX_MESSAGE_TOKENS,
     check_max_message_tokens,

@@ -19,7 +19,8 @@ from bareagent_compact.cli.readers import AUTO, FORMATS, HistoryError
 from bareagent_compact.cli.sessions import cmd_demo, cmd_replay
 from bareagent_compact.cli.settings import max_message_tokens_arg
 from bareagent_compact.cli.turns import CACHE_MIN_TOKENS
-from bareagent_compact.micro import DEFAULT_KEEP_RECENT, MICRO_CACHE_FRIENDLY, MICRO_SPEC
+from bareagent_compact.micro import DEFAULT_KEEP_RECENT
+from bareagent_compact.micro_policy import MICRO_CACHE_FRIENDLY, MICRO_SPEC
 from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS, MAX_MESSAGE_FLOOR
 from bareagent_compact.prompts import DEFAULT_THRESHOLD, LANGUAGES
 

@@ -19,7 +19,8 @@ from bareagent_compact.engine.full.background import drop
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.ports import Ports
 from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS
-from bareagent_compact.micro import MICRO_SPEC, MicroOptions, MicroPolicy, undo_micro
+from bareagent_compact.micro import undo_micro
+from bareagent_compact.micro_policy import MICRO_SPEC, MicroOptions, MicroPolicy
 from bareagent_compact.options import DEFAULT_LANGUAGE, OPTION_NAMES, Options, check_provider
 from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS, OversizeScan
 from bareagent_compact.prompts import DEFAULT_THRESHOLD

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Sequence
-from operator import attrgetter
+from itertools import compress
+from operator import attrgetter, ne
 from typing import Any, Final
 
 from bareagent_compact.ledger.reading import read_message
@@ -72,3 +73,36 @@ def _remap(by_content: dict[int, _Entry], left: list[_Entry], new: Iterable[_Ent
             del by_content[entry.key]
     for entry in new:
         by_content[entry.key] = entry
+
+
+def _charge(
+    entries: list[_Entry], predictions: list[float], scale: float, even: float | None = None
+) -> None:
+    """Charge each new entry its prediction, scaled (or an ``even`` share of a total)."""
+    share = even / len(entries) if even is not None and entries else None
+    for entry, prediction in zip(entries, predictions, strict=True):
+        entry.charge = share if share is not None else prediction * scale
+        if not entry.provisional:
+            entry.features = _DROPPED  # charged: never predicted again
+
+
+def made_anew(
+    resolved: list[_Entry],
+    copies: list[Any],
+    messages: list[Message],
+    same: Sequence[Message],
+    ids: list[int],
+) -> list[int] | None:
+    """Where the last list's messages changed, when ``messages`` opens with them as
+    equal but other objects (a history made anew from JSON every turn, perhaps
+    edited since); each entry of ``resolved`` then stands for the message at its
+    place. ``None`` otherwise. ``same``: ``messages``, or the copies that equal it."""
+    known = len(copies)
+    if not known or len(ids) < known:
+        return None
+    edited = list(compress(range(known), map(ne, same, copies)))
+    if len(edited) * 2 > known or len(set(ids)) != len(ids):
+        return None
+    for entry, message in zip(resolved, messages, strict=False):
+        entry.message = message  # held, so that its id stays its own
+    return edited

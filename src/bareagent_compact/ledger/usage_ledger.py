@@ -17,9 +17,11 @@ from bareagent_compact.ledger.entries import (
     _COPY_OF,
     _DROPPED,
     _KEY_OF,
+    _charge,
     _Entry,
     _new_entry,
     _remap,
+    made_anew,
 )
 from bareagent_compact.ledger.features import _N
 from bareagent_compact.protocols import Message
@@ -108,8 +110,11 @@ class UsageLedger:
         known = len(self._ids)
         if known and len(ids) >= known and ids[:known] == self._ids:
             return self._resolve_grown(messages, ids)
-        edited = self._made_anew(messages, same, ids)
+        aligned = len(self._ids) == len(self._copies)
+        edited = made_anew(self._resolved, self._copies, messages, same, ids) if aligned else None
         if edited is not None:
+            self._ids = ids[: len(self._copies)]
+            self._entries = dict(zip(self._ids, self._resolved, strict=True))
             return self._resolve_grown(messages, ids, edited)
         resolved: list[_Entry] = list(map(self._entries.get, ids, repeat(_ABSENT)))
         unchanged = list(map(eq, messages, map(_COPY_OF, resolved)))
@@ -119,26 +124,6 @@ class UsageLedger:
             self._renew(messages, ids, resolved, unchanged)
         self._keep(resolved)
         return resolved
-
-    def _made_anew(
-        self, messages: list[Message], same: Sequence[Message], ids: list[int]
-    ) -> list[int] | None:
-        """Where the last list's messages changed, when the list opens with them as
-        equal but other objects (a history made anew from JSON every turn, perhaps
-        edited since); each entry then stands for the message at its place, and only
-        the edited messages and what follows them are read. ``None`` otherwise."""
-        copies = self._copies
-        known = len(copies)
-        if not known or len(ids) < known or len(self._ids) != known:
-            return None
-        edited = list(compress(range(known), map(ne, same, copies)))
-        if len(edited) * 2 > known or len(set(ids)) != len(ids):
-            return None
-        for entry, message in zip(self._resolved, messages, strict=False):
-            entry.message = message  # held, so that its id stays its own
-        self._ids = ids[:known]
-        self._entries = dict(zip(self._ids, self._resolved, strict=True))
-        return edited
 
     def _resolve_grown(
         self, messages: list[Message], ids: list[int], edited: list[int] | None = None
@@ -280,7 +265,7 @@ class UsageLedger:
         if self._plausible(residual, predicted):
             self._pool(features, residual)
             scale = residual / predicted if predicted > 0 else 1.0
-            self._charge(new, predictions, scale, residual if predicted <= 0 else None)
+            _charge(new, predictions, scale, residual if predicted <= 0 else None)
             return
         expected = round(self._overhead + known + predicted)
         logger.log(
@@ -291,7 +276,7 @@ class UsageLedger:
             expected,
         )
         self._overhead = max(0.0, self._overhead + residual - predicted)
-        self._charge(new, predictions, 1.0)
+        _charge(new, predictions, 1.0)
 
     def _record_first(self, new: list[_Entry], predictions: list[float], input_tokens: int) -> None:
         """The first report: the messages are charged their estimate, the rest is
@@ -304,7 +289,7 @@ class UsageLedger:
         self._overhead = max(0.0, input_tokens - predicted)
         for entry in new:
             entry.provisional = True
-        self._charge(new, predictions, scale)
+        _charge(new, predictions, scale)
         self._provisional = new
         self._reported = True
 
@@ -345,16 +330,6 @@ class UsageLedger:
             entry.provisional = False
             entry.features = _DROPPED
         self._provisional = []
-
-    @staticmethod
-    def _charge(
-        entries: list[_Entry], predictions: list[float], scale: float, even: float | None = None
-    ) -> None:
-        share = even / len(entries) if even is not None and entries else None
-        for entry, prediction in zip(entries, predictions, strict=True):
-            entry.charge = share if share is not None else prediction * scale
-            if not entry.provisional:
-                entry.features = _DROPPED  # charged: never predicted again
 
     def _plausible(self, residual: float, predicted: float) -> bool:
         """Whether ``residual`` tokens for content estimated at ``predicted`` can be believed."""

@@ -16,8 +16,8 @@ from bareagent_compact.micro import (
     apply_micro,
     plan_micro,
     plan_plain_micro,
-    select_micro,
 )
+from bareagent_compact.micro_policy import select_micro
 from bareagent_compact.plain import plain_messages
 from bareagent_compact.recall import with_handles
 from bareagent_compact.requests import ArchiveRequest, Request
