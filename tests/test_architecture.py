@@ -17,9 +17,11 @@ LAYERS: dict[str, int] = {
     # the message keys
     "dialects": 1,
     # the message layer
-    "split": 2, "pairs": 2, "serialize": 2, "tokens": 2, "text_weight": 2, "plain": 2, "validate": 2,
+    "split": 2, "pairs": 2, "serialize": 2, "tokens": 2, "text_weight": 2, "plain": 2,
+    "validate": 2,
     # the concerns, and the stores beside them
-    "options": 3, "rebuild": 3, "summarize": 3, "micro": 3, "micro_policy": 3, "trigger": 3, "requests": 3,
+    "options": 3, "rebuild": 3, "summarize": 3, "micro": 3, "micro_policy": 3, "trigger": 3,
+    "requests": 3,
     "anchor": 3, "history": 3, "ledger": 3, "facts": 3, "offline": 3, "providers": 3, "usage": 3,
     "overflow": 3, "stores": 3, "recall": 3, "background": 3, "oversize": 3,
     "thinking": 3, "check": 3, "server_summary": 3,

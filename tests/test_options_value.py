@@ -125,3 +125,14 @@ def test_the_configuration_table_lists_every_option() -> None:
     documented = _documented_options()
     missing = sorted(OPTION_NAMES - set(documented))
     assert not missing, f"docs/configuration.md lacks rows for {missing}"
+
+
+def test_a_plain_int_equal_to_the_derived_value_is_a_choice_kept_as_given() -> None:
+    compactor = Compactor(summarise)  # keep_recent follows the spec preset: 3
+    compactor.keep_recent = 3  # a choice, not the value read back
+    compactor.micro = "cache-friendly"
+    assert compactor.keep_recent == 3
+    followed = Compactor(summarise)
+    followed.keep_recent = followed.keep_recent
+    followed.micro = "cache-friendly"
+    assert followed.keep_recent == 1

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bareagent_compact import text_weight, tokens
+from bareagent_compact import text_weight
 from bareagent_compact._json import to_json
 from bareagent_compact.images import ANTHROPIC_IMAGE_TOKENS
 from bareagent_compact.tokens import (

@@ -55,6 +55,22 @@ def text_language(text: str) -> str:
     return "zh" if _HAN.search(text) else "en"
 
 
+class RuleValue(int):
+    """A derived number that follows its rule (an option left at its default):
+    assigning it back to the attribute it was read from changes nothing, whereas
+    the same number given as a plain ``int`` is a choice, kept as given."""
+
+    __slots__ = ()
+
+
+def _ruled(value: int, follows_rule: bool) -> int:
+    return RuleValue(value) if follows_rule else value
+
+
+def _ruled_limit(value: int | None, follows_rule: bool) -> int | None:
+    return None if value is None else _ruled(value, follows_rule)
+
+
 @dataclass(frozen=True, slots=True)
 class Derived:
     """What follows from the options: resolved micro policy, texts and counter."""
@@ -181,7 +197,7 @@ def derive(options: Options) -> Derived:
     check_budget(options.summary_input_tokens, estimate_tokens(prompt))
     counter = options.token_counter
     return Derived(
-        keep_recent,
+        _ruled(keep_recent, options.keep_recent is None),
         micro_options,
         texts.summary_prompt,
         texts.acknowledgement,
@@ -189,8 +205,14 @@ def derive(options: Options) -> Derived:
         texts.instructions_heading,
         estimate_tokens if counter is None else counter,
         counter is not None,
-        pin_budget(options.pin_facts_tokens, options.threshold),
-        message_limit(options.max_message_tokens, options.threshold),
+        _ruled(
+            pin_budget(options.pin_facts_tokens, options.threshold),
+            options.pin_facts_tokens is DEFAULT_PIN_FACTS_TOKENS,
+        ),
+        _ruled_limit(
+            message_limit(options.max_message_tokens, options.threshold),
+            options.max_message_tokens is DEFAULT_MAX_MESSAGE_TOKENS,
+        ),
         _background_tokens(options),
     )
 

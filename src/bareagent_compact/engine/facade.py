@@ -21,7 +21,13 @@ from bareagent_compact.engine.ports import Ports
 from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS
 from bareagent_compact.micro import undo_micro
 from bareagent_compact.micro_policy import MICRO_SPEC, MicroOptions, MicroPolicy
-from bareagent_compact.options import DEFAULT_LANGUAGE, OPTION_NAMES, Options, check_provider
+from bareagent_compact.options import (
+    DEFAULT_LANGUAGE,
+    OPTION_NAMES,
+    Options,
+    RuleValue,
+    check_provider,
+)
 from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS, OversizeScan
 from bareagent_compact.prompts import DEFAULT_THRESHOLD
 from bareagent_compact.protocols import (
@@ -76,8 +82,14 @@ class _Option(Generic[ReadT, WriteT]):
         return getattr(options.derived if self.derived else options, self.name)
 
     def __set__(self, obj: Engine[Any], value: WriteT) -> None:
-        if self.derived and value is self.__get__(obj, type(obj)):
-            return  # the value it reads: kept as it is, still following its rule
+        if self.derived:
+            current = getattr(obj.options.derived, self.name)
+            if isinstance(value, RuleValue):
+                if value == current:
+                    return  # the value it reads: it keeps following its rule
+                value = cast(WriteT, int(value))
+            elif getattr(obj.options, self.name) is None and value is current:
+                return  # the text or counter it reads: still the default
         obj._configure(**{self.name: value})
 
 
@@ -225,7 +237,7 @@ class Engine(Generic[ProviderT]):
             checker.check_session_id(parts.session_id)
         self._check_plugins(provider, options, ports)
         parts.provider = provider
-        if options.archive != parts.options.archive:
+        if ports.archive != parts.ports.archive:
             parts.behind.clear()  # another archive: what the old one writes is not read
         parts.options, parts.ports = options, ports
         parts.view.idle = False

@@ -64,8 +64,10 @@ def _own_method(archive: object) -> tuple[object, bool] | None:
             archive = archive.func
             continue
         owner = getattr(archive, "__self__", None)
-        if owner is not None and getattr(archive, "__name__", None) == "archive":
-            return owner, direct
+        if owner is not None:
+            # Another method of the store (or any bound method) still reads back
+            # and checks ids through its owner; batching only through ``archive``.
+            return owner, direct and getattr(archive, "__name__", None) == "archive"
         wrapped = getattr(archive, "__wrapped__", None)
         if wrapped is None:
             return None
@@ -81,7 +83,8 @@ def _in_closure(archive: object) -> object | None:
             value: object = cell.cell_contents
         except ValueError:  # an empty cell
             continue
-        if _own_method(value) is not None:
+        found = _own_method(value)
+        if found is not None and found[1]:
             return value
     return None
 

@@ -46,6 +46,7 @@ _DROPPED: Final[Sequence[float]] = array("d")
 _COPY_OF: Final = attrgetter("copy")
 _KEY_OF: Final = attrgetter("key")
 _CHARGE_OF: Final = attrgetter("charge")
+_MESSAGE_OF: Final = attrgetter("message")
 
 
 def _new_entry(
@@ -100,8 +101,11 @@ def made_anew(
     known = len(copies)
     if not known or len(ids) < known:
         return None
+    present = set(ids)
+    if len(present) != len(ids) or not present.isdisjoint(map(id, map(_MESSAGE_OF, resolved))):
+        return None  # objects of the last list among them: moved, not made anew
     edited = list(compress(range(known), map(ne, same, copies)))
-    if len(edited) * 2 > known or len(set(ids)) != len(ids):
+    if len(edited) * 2 > known:
         return None
     for entry, message in zip(resolved, messages, strict=False):
         entry.message = message  # held, so that its id stays its own

@@ -102,5 +102,7 @@ def after(
     if hook is None:
         return
     done: Outcome = yield HookRequest(hook, (result, summary))
+    view = parts.view  # the hook may have edited the history: the scans read it again
+    view.oversize, view.server_scan = OversizeScan(), dialects.ServerScan()
     if done.error is not None:
         logger.warning("after_compact hook failed; ignored", exc_info=done.error)
