@@ -12,7 +12,6 @@ from collections.abc import Iterable, MutableSequence, Sequence
 from dataclasses import fields
 from typing import Any, Final, Generic, TypeVar, cast, overload
 
-from bareagent_compact import dialects
 from bareagent_compact.engine import step
 from bareagent_compact.engine.counter import Counter
 from bareagent_compact.engine.full.background import drop
@@ -28,7 +27,7 @@ from bareagent_compact.options import (
     RuleValue,
     check_provider,
 )
-from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS, OversizeScan
+from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS
 from bareagent_compact.prompts import DEFAULT_THRESHOLD
 from bareagent_compact.protocols import (
     AfterCompactHook,
@@ -367,8 +366,7 @@ class Engine(Generic[ProviderT]):
         undo_micro(list(result.truncations))  # the results truncated in that same call
         replace_all(messages, [*result.replaced, *current[len(result.rebuilt) :]])
         view = self._parts.view
-        view.oversize = OversizeScan()  # texts put back whole are cut again next time
-        view.server_scan = dialects.ServerScan()
+        view.rescan(moved=True)  # texts put back whole are cut again next time
         view.idle = False
         return True
 

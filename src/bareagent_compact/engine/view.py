@@ -29,10 +29,14 @@ class View:
         self.idle = False
         """A call on the history as the cache holds it would change nothing."""
 
-    def rescan(self) -> None:
-        """The micro-compaction and oversize scans read the whole history next time."""
+    def rescan(self, *, moved: bool = False) -> None:
+        """The micro-compaction and oversize scans read the whole history next time;
+        ``moved``: messages may have moved (a rebuild, an undo, a hook's edit), so
+        where the server's part begins is looked for anew too."""
         self.micro_scan.reset()
         self.oversize = OversizeScan()
+        if moved:
+            self.server_scan = dialects.ServerScan()
 
     def forget(self) -> None:
         """Forget the history: the next call reads every message again."""

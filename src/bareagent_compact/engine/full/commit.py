@@ -7,12 +7,10 @@ import logging
 from collections.abc import Generator
 from typing import Any
 
-from bareagent_compact import dialects
 from bareagent_compact.engine.full.attempt import Attempt
 from bareagent_compact.engine.full.summarise import inflated, with_pins
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.turn import Turn
-from bareagent_compact.oversize import OversizeScan
 from bareagent_compact.protocols import Message
 from bareagent_compact.rebuild import Plan, rebuild, warn_about
 from bareagent_compact.requests import HookRequest, Outcome, Request
@@ -65,9 +63,7 @@ def _commit(
     messages = turn.messages
     parts.counter.edited()
     turn.edited(0)
-    parts.view.micro_scan.reset()  # the positions it knew are gone
-    parts.view.oversize = OversizeScan()
-    parts.view.server_scan = dialects.ServerScan()
+    parts.view.rescan(moved=True)  # the positions the scans knew are gone
     after = parts.counter.history(parts.view, turn)
     threshold = parts.options.threshold
     parts.trigger.succeeded(after > threshold)
@@ -102,7 +98,6 @@ def after(
     if hook is None:
         return
     done: Outcome = yield HookRequest(hook, (result, summary))
-    view = parts.view  # the hook may have edited the history: the scans read it again
-    view.oversize, view.server_scan = OversizeScan(), dialects.ServerScan()
+    parts.view.rescan(moved=True)  # the hook may have edited the history
     if done.error is not None:
         logger.warning("after_compact hook failed; ignored", exc_info=done.error)
