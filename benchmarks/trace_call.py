@@ -72,11 +72,12 @@ def main() -> None:
         messages.extend(_turn(index))
     compactor(messages)
     messages.extend(_turn(99))
+    size = len(messages)
     path, entered = trace(lambda: compactor(messages, force=args.full))
     stops = len(path) - 1
     returns = stops + 1 - len(entered)
     kind = "forced full compaction" if args.full else "turn with one new result"
-    print(f"one call ({kind}) on {len(messages)} messages")
+    print(f"one call ({kind}) on {size} messages")
     print(f"modules entered: {len(entered)}; stops: {stops}; returns to a module left: {returns}")
     for module, count in entered.most_common():
         print(f"  {count:4d}  {module}")
