@@ -54,6 +54,38 @@ _REJECTS_TO_ACCEPT: Final = 3
 """After this many implausible reports in a row, the next is believed (the content changed)."""
 
 
+class Band:
+    """Which reports are believed: a band around the estimate of the new content,
+    narrowing as the reports agree (a running RMS of the relative error)."""
+
+    __slots__ = ("accepted", "rejected_in_row", "spread")
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.rejected_in_row = 0
+        self.spread = 0.0
+
+    def plausible(self, residual: float, predicted: float) -> bool:
+        """Whether ``residual`` tokens for content estimated at ``predicted`` can be believed."""
+        error = residual - predicted
+        if residual < 0:
+            return False  # the messages cannot cost less than nothing: the overhead changed
+        if self.accepted < _WARMUP:
+            band = _BAND_INITIAL
+        else:
+            band = max(_BAND_MIN, min(_BAND_INITIAL, _BAND_SIGMAS * self.spread))
+        if abs(error) <= band * max(predicted, 0.0) + _BAND_SLACK or (
+            self.rejected_in_row >= _REJECTS_TO_ACCEPT
+        ):
+            self.rejected_in_row = 0
+            relative = error / max(predicted, _BAND_SLACK)
+            self.spread = math.sqrt(0.9 * self.spread**2 + 0.1 * min(relative**2, 1.0))
+            self.accepted += 1
+            return True
+        self.rejected_in_row += 1
+        return False
+
+
 class UsageLedger:
     """Counts a message list's tokens, anchored on the sizes the API reported.
 
@@ -73,9 +105,7 @@ class UsageLedger:
         self._overhead = 0.0
         self._reported = False
         self._calibration = _Calibration(_PRIOR)
-        self._accepted = 0
-        self._rejected_in_row = 0
-        self._spread = 0.0  # running RMS of the relative error on new content
+        self._band = Band()
         self._pooled = 0
         self._provisional: list[_Entry] = []
         self._pooled_features: list[float] = []
@@ -110,12 +140,9 @@ class UsageLedger:
         known = len(self._ids)
         if known and len(ids) >= known and ids[:known] == self._ids:
             return self._resolve_grown(messages, ids)
-        aligned = len(self._ids) == len(self._copies)
-        edited = made_anew(self._resolved, self._copies, messages, same, ids) if aligned else None
-        if edited is not None:
-            self._ids = ids[: len(self._copies)]
-            self._entries = dict(zip(self._ids, self._resolved, strict=True))
-            return self._resolve_grown(messages, ids, edited)
+        anew = self._resolve_anew(messages, same, ids)
+        if anew is not None:
+            return anew
         resolved: list[_Entry] = list(map(self._entries.get, ids, repeat(_ABSENT)))
         unchanged = list(map(eq, messages, map(_COPY_OF, resolved)))
         if all(unchanged):
@@ -124,6 +151,20 @@ class UsageLedger:
             self._renew(messages, ids, resolved, unchanged)
         self._keep(resolved)
         return resolved
+
+    def _resolve_anew(
+        self, messages: list[Message], same: Sequence[Message], ids: list[int]
+    ) -> list[_Entry] | None:
+        """:meth:`_resolve` of the last list made anew (see :func:`made_anew`), or
+        ``None`` when ``messages`` is not that."""
+        if len(self._ids) != len(self._copies):
+            return None
+        edited = made_anew(self._resolved, self._copies, messages, same, ids)
+        if edited is None:
+            return None
+        self._ids = ids[: len(self._copies)]
+        self._entries = dict(zip(self._ids, self._resolved, strict=True))
+        return self._resolve_grown(messages, ids, edited)
 
     def _resolve_grown(
         self, messages: list[Message], ids: list[int], edited: list[int] | None = None
@@ -262,7 +303,7 @@ class UsageLedger:
             self._overhead = max(0.0, self._overhead + residual)
             return
         predicted = math.fsum(predictions)
-        if self._plausible(residual, predicted):
+        if self._band.plausible(residual, predicted):
             self._pool(features, residual)
             scale = residual / predicted if predicted > 0 else 1.0
             _charge(new, predictions, scale, residual if predicted <= 0 else None)
@@ -300,7 +341,7 @@ class UsageLedger:
             features = list(map(add, features, self._pooled_features))
             tokens += self._pooled_tokens
         self._pooled += 1
-        if self._pooled >= (_POOL if self._accepted > _POOL_AFTER else 1):
+        if self._pooled >= (_POOL if self._band.accepted > _POOL_AFTER else 1):
             self._calibration.observe(features, tokens)
             self._pooled = 0
             if self._provisional:
@@ -323,30 +364,10 @@ class UsageLedger:
             change = min(predicted - entry.charge, self._overhead)
             self._overhead -= change
             entry.charge += change
-        if self._accepted < _REPRICE_UNTIL:
+        if self._band.accepted < _REPRICE_UNTIL:
             self._provisional = kept
             return
         for entry in kept:  # the split is final: the features are no longer read
             entry.provisional = False
             entry.features = _DROPPED
         self._provisional = []
-
-    def _plausible(self, residual: float, predicted: float) -> bool:
-        """Whether ``residual`` tokens for content estimated at ``predicted`` can be believed."""
-        error = residual - predicted
-        if residual < 0:
-            return False  # the messages cannot cost less than nothing: the overhead changed
-        if self._accepted < _WARMUP:
-            band = _BAND_INITIAL
-        else:
-            band = max(_BAND_MIN, min(_BAND_INITIAL, _BAND_SIGMAS * self._spread))
-        if abs(error) <= band * max(predicted, 0.0) + _BAND_SLACK or (
-            self._rejected_in_row >= _REJECTS_TO_ACCEPT
-        ):
-            self._rejected_in_row = 0
-            relative = error / max(predicted, _BAND_SLACK)
-            self._spread = math.sqrt(0.9 * self._spread**2 + 0.1 * min(relative**2, 1.0))
-            self._accepted += 1
-            return True
-        self._rejected_in_row += 1
-        return False
