@@ -27,7 +27,7 @@ from bareagent_compact import (
     JsonlTranscriptManager,
     SqlTranscriptManager,
 )
-from bareagent_compact.engine.ports import archive_batch
+from bareagent_compact.engine.ports import Ports
 from conftest import (
     READABLE_STORES,
     archiving_compactor,
@@ -364,17 +364,17 @@ def test_only_the_archive_method_of_a_batcher_is_batched() -> None:
 
     batcher = Batcher()
     assert isinstance(batcher, ArchiveBatcher)
-    assert archive_batch(batcher.archive) == batcher.archive_many
-    assert archive_batch(OwnBatch().archive) is not None
-    assert archive_batch(Redacting().archive) is None  # its own archive keeps being called
-    assert archive_batch(batcher.archive_many) is None
-    assert archive_batch(lambda record: None) is None
-    assert archive_batch([].append) is None
+    assert Ports(batcher.archive).batch() == batcher.archive_many
+    assert Ports(OwnBatch().archive).batch() is not None
+    assert Ports(Redacting().archive).batch() is None  # its own archive keeps being called
+    assert Ports(batcher.archive_many).batch() is None
+    assert Ports(lambda record: None).batch() is None
+    assert Ports([].append).batch() is None
     mgr = JsonlTranscriptManager(".")
-    assert archive_batch(mgr.archive) == mgr.archive_many
+    assert Ports(mgr.archive).batch() == mgr.archive_many
     assigned = Batcher()
     assigned.archive_many = lambda records: None  # type: ignore[method-assign]
-    assert archive_batch(assigned.archive) is assigned.archive_many
+    assert Ports(assigned.archive).batch() is assigned.archive_many
 
 
 def test_a_subclass_overriding_archive_alone_gets_each_record() -> None:

@@ -32,7 +32,7 @@ from bareagent_compact import (
     JsonlTranscriptManager,
     SqlTranscriptManager,
 )
-from bareagent_compact.engine.ports import archive_behind
+from bareagent_compact.engine.ports import Ports
 from bareagent_compact.recall import make_handle
 from bareagent_compact.stores.behind import ArchiveWriter, known
 from conftest import (
@@ -124,7 +124,7 @@ def test_the_option_is_off_by_default_and_refuses_non_bools(tmp_path: Path) -> N
     for kind, opener in PLAIN.items():
         mgr = opener(tmp_path)
         assert mgr.write_behind is False, kind
-        assert archive_behind(mgr.archive) is None
+        assert Ports(mgr.archive).behind() is None
         assert mgr.flush() is True
         mgr.close()
     with pytest.raises(TypeError, match="write_behind must be a bool"):
@@ -138,9 +138,9 @@ def test_only_the_archive_method_of_a_store_writing_behind_is_handed_over(
 ) -> None:
     _, mgr = store
     assert mgr.write_behind is True
-    assert archive_behind(mgr.archive) == mgr.archive_behind
-    assert archive_behind(mgr.archive_many) is None
-    assert archive_behind(lambda record: None) is None
+    assert Ports(mgr.archive).behind() == mgr.archive_behind
+    assert Ports(mgr.archive_many).behind() is None
+    assert Ports(lambda record: None).behind() is None
 
     class Redacting(type(mgr)):  # type: ignore[misc]
         def archive(self, record: dict[str, Any]) -> None:
@@ -148,7 +148,7 @@ def test_only_the_archive_method_of_a_store_writing_behind_is_handed_over(
 
     redacting = Redacting.__new__(Redacting)
     redacting._writer = mgr._writer
-    assert archive_behind(redacting.archive) is None  # its own archive keeps being called
+    assert Ports(redacting.archive).behind() is None  # its own archive keeps being called
 
 
 # -- truncated on a later call -----------------------------------------------------------

@@ -43,7 +43,6 @@ from bareagent_compact.requests import Steps
 from bareagent_compact.result import Action, CompactionResult
 from bareagent_compact.summarize import DEFAULT_SUMMARY_INPUT_TOKENS
 from bareagent_compact.usage import input_tokens_of
-from bareagent_compact.validate import check_name
 
 logger = logging.getLogger("bareagent_compact.compactor")
 
@@ -209,10 +208,8 @@ class Engine(Generic[ProviderT]):
         check_provider(provider)
         given = {name: value for name, value in locals().items() if name in OPTION_NAMES}
         options = _options(options, given)
-        ports = Ports(options.archive)
-        checked = check_name("session_id", session_id)
-        for checker in ports.checkers(options.transcript_mgr):
-            checker.check_session_id(checked)
+        ports = Ports(options.archive, options.transcript_mgr)
+        checked = ports.check_session_id(session_id)
         self._parts = Parts(provider, options, ports, checked, Counter(options))
         self._check_plugins(provider, options, ports)
         self._setup()
@@ -231,9 +228,11 @@ class Engine(Generic[ProviderT]):
         options = parts.options.replace(**changes) if changes else parts.options
         if provider is parts.provider and _same(options, parts.options):
             return  # c.x = c.x
-        ports = parts.ports if options.archive is parts.options.archive else Ports(options.archive)
-        for checker in ports.checkers(options.transcript_mgr):
-            checker.check_session_id(parts.session_id)
+        ports = parts.ports
+        old = parts.options
+        if options.archive is not old.archive or options.transcript_mgr is not old.transcript_mgr:
+            ports = Ports(options.archive, options.transcript_mgr)
+        ports.check_session_id(parts.session_id)
         self._check_plugins(provider, options, ports)
         parts.provider = provider
         if ports.archive != parts.ports.archive:
@@ -284,11 +283,7 @@ class Engine(Generic[ProviderT]):
         """A non-empty ``str``, also acceptable to the transcript manager (and to the
         archive's store) when they can say (:class:`SessionIdChecker`), so a bad id
         fails now rather than every turn."""
-        checked = check_name("session_id", session_id)
-        parts = self._parts
-        for checker in parts.ports.checkers(parts.options.transcript_mgr):
-            checker.check_session_id(checked)
-        return checked
+        return self._parts.ports.check_session_id(session_id)
 
     def get_session_id(self) -> str:
         """The session id under which snapshots are saved."""

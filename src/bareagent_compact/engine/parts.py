@@ -3,7 +3,9 @@
 The options and the plug-ins resolved from them, the counter, the view of the
 history, the trigger's state, the summary running in the background and the
 records with the archive's writer. Each is a small object of its own; this
-bundle only names them, so that a pass is handed one argument.
+bundle names them, so that a pass is handed one argument, and answers the two
+questions that need several of them (may a call fire; did a plug-in edit the
+history).
 """
 
 from __future__ import annotations

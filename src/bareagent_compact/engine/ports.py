@@ -26,11 +26,10 @@ from typing import cast
 
 from bareagent_compact.protocols import ArchiveHook, ArchiveReader, ArchiveRecord, SessionIdChecker
 from bareagent_compact.requests import is_async_callable
+from bareagent_compact.validate import check_name
 
 __all__ = [
     "Ports",
-    "archive_batch",
-    "archive_behind",
     "archive_callable",
 ]
 
@@ -118,11 +117,13 @@ def _behind_of(owner: object) -> Behind | None:
 
 
 class Ports:
-    """The archive hook and the store behind it, resolved from the options once."""
+    """The archive hook, the store behind it and the transcript manager, resolved
+    from the options once."""
 
-    __slots__ = ("archive", "direct", "store")
+    __slots__ = ("archive", "direct", "store", "transcript_mgr")
 
-    def __init__(self, archive: object) -> None:
+    def __init__(self, archive: object, transcript_mgr: object = None) -> None:
+        self.transcript_mgr = transcript_mgr
         self.archive = archive_callable(archive)
         """What is called with one record, or ``None``."""
         self.store: object | None = None
@@ -165,22 +166,17 @@ class Ports:
         every time: a closed store stops writing behind), or ``None``."""
         return _behind_of(self.store) if self.direct else None
 
-    def checkers(self, transcript_mgr: object) -> Iterator[SessionIdChecker]:
+    def checkers(self) -> Iterator[SessionIdChecker]:
         """The transcript manager and the archive's store, when they check ids."""
-        for owner in (transcript_mgr, self.store):
+        for owner in (self.transcript_mgr, self.store):
             if callable(getattr(owner, "check_session_id", None)):
                 yield cast(SessionIdChecker, owner)
 
-
-def archive_batch(archive: object) -> Batch | None:
-    """The ``archive_many`` of the store whose ``archive`` method ``archive`` is,
-    when it takes a batch (see :class:`Ports`)."""
-    return Ports(archive).batch()
-
-
-def archive_behind(archive: object) -> Behind | None:
-    """The ``archive_behind`` of the store whose ``archive`` method ``archive`` is,
-    when it writes behind (see :class:`Ports`)."""
-    return Ports(archive).behind()
-
-
+    def check_session_id(self, session_id: object) -> str:
+        """``session_id`` as a non-empty ``str`` that the transcript manager and the
+        archive's store accept when they can say, so a bad id fails now rather
+        than every turn."""
+        checked = check_name("session_id", session_id)
+        for checker in self.checkers():
+            checker.check_session_id(checked)
+        return checked
