@@ -56,102 +56,15 @@ from pathlib import Path
 from typing import Any, Final
 
 ROOT: Final = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from converters import to_chat, to_responses  # noqa: E402  (the dialect tests' conversions)
+
 DIALECTS: Final = ("anthropic", "chat", "responses")
 MODES: Final = ("spec", "cache-friendly")
 INLINE_CHARS: Final = 160
 """Values whose canonical JSON is longer than this are dumped as a digest."""
 
 # ------------------------------------------------------------------- dialects
-
-
-def to_chat(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Anthropic-form messages as OpenAI Chat Completions messages."""
-    out: list[dict[str, Any]] = []
-    for message in history:
-        content = message["content"]
-        if isinstance(content, str):
-            out.append({"role": message["role"], "content": content})
-            continue
-        results = [b for b in content if b["type"] == "tool_result"]
-        uses = [b for b in content if b["type"] == "tool_use"]
-        texts = [b["text"] for b in content if b["type"] == "text"]
-        if results:
-            out += [
-                {
-                    "role": "tool",
-                    "tool_call_id": block["tool_use_id"],
-                    "content": _parts(block["content"], "text"),
-                }
-                for block in results
-            ]
-        elif uses:
-            text: Any = None
-            if len(texts) == 1:
-                text = texts[0]
-            elif texts:
-                text = [{"type": "text", "text": t} for t in texts]
-            calls = [
-                {
-                    "id": use["id"],
-                    "type": "function",
-                    "function": {"name": use["name"], "arguments": _arguments(use["input"])},
-                }
-                for use in uses
-            ]
-            out.append({"role": "assistant", "content": text, "tool_calls": calls})
-        else:
-            parts = [{"type": "text", "text": t} for t in texts]
-            out.append({"role": message["role"], "content": parts})
-    return out
-
-
-def to_responses(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Anthropic-form messages as OpenAI Responses input items."""
-    out: list[dict[str, Any]] = []
-    for message in history:
-        content, role = message["content"], message["role"]
-        if isinstance(content, str):
-            out.append({"role": role, "content": content})
-            continue
-        results = [b for b in content if b["type"] == "tool_result"]
-        texts = [b["text"] for b in content if b["type"] == "text"]
-        if results:
-            out += [
-                {
-                    "type": "function_call_output",
-                    "call_id": block["tool_use_id"],
-                    "output": _parts(block["content"], "input_text"),
-                }
-                for block in results
-            ]
-        elif role == "assistant":
-            if texts:
-                parts = [{"type": "output_text", "text": t, "annotations": []} for t in texts]
-                out.append({"type": "message", "role": "assistant", "content": parts})
-            out += [
-                {
-                    "type": "function_call",
-                    "call_id": use["id"],
-                    "name": use["name"],
-                    "arguments": _arguments(use["input"]),
-                }
-                for use in content
-                if use["type"] == "tool_use"
-            ]
-        else:
-            parts = [{"type": "input_text", "text": t} for t in texts]
-            out.append({"type": "message", "role": role, "content": parts})
-    return out
-
-
-def _arguments(tool_input: Any) -> str:
-    return json.dumps(tool_input, ensure_ascii=False)
-
-
-def _parts(content: Any, part_type: str) -> Any:
-    if isinstance(content, list):
-        return [{"type": part_type, "text": block["text"]} for block in content]
-    return content
 
 
 CONVERTERS: Final[dict[str, Callable[[list[dict[str, Any]]], list[dict[str, Any]]]]] = {
