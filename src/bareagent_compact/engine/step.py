@@ -32,7 +32,7 @@ def steps(
         return quiet
     parts.view.idle = False
     pruned, cleared = yield from prune.run(parts, turn)
-    micro.trust_scan(parts, turn, changed if turn.synced else None)
+    micro.trust_scan(parts, turn)
     undo = yield from micro.run(parts, turn)
     try:
         yield from oversize.run(parts, turn, undo)

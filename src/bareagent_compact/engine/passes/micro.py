@@ -24,10 +24,11 @@ from bareagent_compact.requests import ArchiveRequest, Request
 from bareagent_compact.validate import validate_messages
 
 
-def trust_scan(parts: Parts, turn: Turn, changed: list[int] | None) -> None:
+def trust_scan(parts: Parts, turn: Turn) -> None:
     """Let micro-compaction and the oversize scan read only past what they know,
-    when the history before that is unchanged (``changed``: what the cache saw
-    change, ``None``: unknown)."""
+    when the history before that is unchanged (what the cache saw change, unless
+    this call already changed the history: then unknown)."""
+    changed = turn.changes if turn.synced else None
     turn.changes = changed
     scan = parts.view.micro_scan
     scan.trusted = changed is not None and (not changed or changed[0] >= scan.clean)
