@@ -7,6 +7,7 @@ session JSONL, Codex CLI rollouts (both layouts), SWE-agent ``.traj`` (with a
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -20,9 +21,15 @@ from typing import Any
 
 import pytest
 
-from bareagent_compact import JsonlTranscriptManager, SqlTranscriptManager, estimate_tokens
+from bareagent_compact import (
+    JsonlTranscriptManager,
+    SqlTranscriptManager,
+    check_request,
+    estimate_tokens,
+)
 from bareagent_compact.cli import main
 from bareagent_compact.cli.plot import svg_chart
+from bareagent_compact.cli.readers import read_history
 
 LOGS = Path(__file__).parent / "data" / "logs"
 SRC = Path(__file__).parents[1] / "src"
@@ -34,6 +41,13 @@ FIXTURES: dict[str, tuple[str, int, dict[str, int], int]] = {
         {"compaction summary": 1, "file-history-snapshot": 4, "progress": 4, "sidechain": 2,
          "summary": 1, "system": 1},
         6,
+    ),
+    "claude_code_v2.jsonl": (
+        "claude-code",
+        18,
+        {"API error message": 1, "file-history-snapshot": 3, "queue-operation": 2, "summary": 1,
+         "system": 1},
+        9,
     ),
     "codex_rollout.jsonl": (
         "codex",
@@ -123,6 +137,51 @@ def test_a_streamed_claude_code_response_becomes_one_message(
     written = [json.loads(line) for line in out.read_text().splitlines()]
     assert all(set(m) == {"role", "content"} for m in written)  # plain Anthropic messages
     assert any("SUMMARY" in json.dumps(m) for m in written)
+
+
+def _responses(name: str) -> dict[str, list[Any]]:
+    """The blocks each response of a Claude Code file was logged with, by ``message.id``,
+    found from the records (API error messages, which are no model output, left out)."""
+    blocks: dict[str, list[Any]] = {}
+    for r in lines(name):
+        if r.get("type") == "assistant" and not r.get("isApiErrorMessage"):
+            blocks.setdefault(r["message"]["id"], []).extend(r["message"]["content"])
+    return blocks
+
+
+def test_a_claude_code_2_session_reads_one_assistant_message_per_model_call(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Claude Code 2.x logs each block of a response as a record of its own, with the
+    results of the tools it ran meanwhile between them: one message per ``message.id``."""
+    history = read_history(LOGS / "claude_code_v2.jsonl")
+    responses = _responses("claude_code_v2.jsonl")
+    answers = [m["content"] for m in history.messages if m["role"] == "assistant"]
+    assert answers == list(responses.values())
+    roles = [m["role"] for m in history.messages]
+    assert all(a != b for a, b in itertools.pairwise(roles))  # consecutive user records joined
+    assert check_request(history.messages, "anthropic") == []
+    code, out, err = run(capsys, "replay", str(LOGS / "claude_code_v2.jsonl"), "--json")
+    assert code == 0, err
+    assert json.loads(out)["summary"]["turns"] == len(responses) == 9
+
+
+def test_joined_user_records_put_the_tool_results_first() -> None:
+    history = read_history(LOGS / "claude_code_v2.jsonl")
+    interrupted = [m for m in history.messages if "interrupted by user" in json.dumps(m)]
+    assert len(interrupted) == 1
+    kinds = [b["type"] for b in interrupted[0]["content"]]
+    assert kinds == ["tool_result", "text", "text"]
+
+
+def test_replay_says_which_records_it_left_out(capsys: pytest.CaptureFixture[str]) -> None:
+    name = str(LOGS / "claude_code_v2.jsonl")
+    code, out, err = run(capsys, "replay", name)
+    assert code == 0, err
+    assert "read as claude-code; skipped 8 records that are no message: API error message 1" in out
+    report = json.loads(run(capsys, "replay", name, "--json")[1])
+    assert report["format"] == "claude-code"
+    assert report["skipped"] == FIXTURES["claude_code_v2.jsonl"][2]
 
 
 def test_codex_rollouts_of_both_layouts_give_responses_items(

@@ -16,6 +16,7 @@ from bareagent_compact.cli.common import (
     CommandFailed,
     Progress,
     check_output_path,
+    describe_skipped,
     emit_json,
     read_file,
     require_turns,
@@ -29,7 +30,7 @@ from bareagent_compact.cli.compare import (
     write_table,
 )
 from bareagent_compact.cli.demo import run_demo
-from bareagent_compact.cli.histories import write_history
+from bareagent_compact.cli.histories import HistoryFile, write_history
 from bareagent_compact.cli.plot import compare_chart, marks_line, sparkline, svg_chart
 from bareagent_compact.cli.replay import ReplayResult, replay
 from bareagent_compact.cli.settings import Setting, checked, compactor_options, parse_compare
@@ -66,6 +67,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
             out,
             {
                 "file": args.file,
+                "format": history.format,
+                "skipped": history.skipped,
                 "options": described,
                 "summary": {**summary, "seconds": round(elapsed, 3)},
                 "turns": [_turn_json(t) for t in done.turns],
@@ -74,8 +77,9 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         )
         return 0
     out.write(
-        f"replay of {args.file}: {len(messages):,} messages, {summary['turns']:,} turns; "
-        f"threshold {args.threshold:,}, keep_recent {options.derived.keep_recent}, "
+        f"replay of {args.file}: {len(messages):,} messages, {summary['turns']:,} turns "
+        f"({_read_as(history)}); threshold {args.threshold:,}, "
+        f"keep_recent {options.derived.keep_recent}, "
         f"keep_tool_pairs {'on' if args.keep_tool_pairs else 'off'}, micro {args.micro}, "
         f"{summarizer}\n\n"
     )
@@ -83,6 +87,13 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     _write_totals(out, summary, elapsed)
     _write_picture(out, plot, done.turns)
     return 0 if summary["failed"] == 0 else EXIT_FAILED
+
+
+def _read_as(history: HistoryFile) -> str:
+    """``read as claude-code; skipped 3 records that are no message: ...``."""
+    if not history.skipped:
+        return f"read as {history.format}"
+    return f"read as {history.format}; skipped {describe_skipped(history.skipped)}"
 
 
 def _summarizer(args: argparse.Namespace) -> tuple[SummaryProvider, str]:
