@@ -49,6 +49,8 @@ FIXTURES: dict[str, tuple[str, int, dict[str, int], int]] = {
          "system": 1},
         9,
     ),
+    "claude_code_subagent.jsonl": ("claude-code", 6, {}, 3),
+    "claude_code_acompact.jsonl": ("claude-code", 6, {}, 3),
     "codex_rollout.jsonl": (
         "codex",
         16,
@@ -164,6 +166,21 @@ def test_a_claude_code_2_session_reads_one_assistant_message_per_model_call(
     code, out, err = run(capsys, "replay", str(LOGS / "claude_code_v2.jsonl"), "--json")
     assert code == 0, err
     assert json.loads(out)["summary"]["turns"] == len(responses) == 9
+
+
+@pytest.mark.parametrize("name", ["claude_code_subagent.jsonl", "claude_code_acompact.jsonl"])
+def test_a_sub_agent_transcript_whose_every_record_is_a_sidechain_is_read(name: str) -> None:
+    """``subagents/agent-*.jsonl`` (and the compaction agent's ``agent-acompact-*``):
+    every record ``isSidechain``; the records are the sub-agent's dialogue."""
+    records = lines(name)
+    assert all(r["isSidechain"] is True for r in records)
+    history = read_history(LOGS / name)
+    assert [m["content"] for m in history.messages if m["role"] == "assistant"] == list(
+        _responses(name).values()
+    )
+    assert history.messages[0] == records[0]["message"]
+    assert history.skipped == {}
+    assert check_request(history.messages, "anthropic") == []
 
 
 def test_joined_user_records_put_the_tool_results_first() -> None:
