@@ -290,6 +290,25 @@ def test_format_forces_a_reader(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "not a message history" in err and "keys" in err
 
 
+def test_format_takes_every_format_a_file_can_be_read_as(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Each format a file is reported as (``estimate``'s ``format``) can be forced."""
+    for name, (fmt, messages, _, _) in FIXTURES.items():
+        code, out, err = run(capsys, "estimate", str(LOGS / name), "--format", fmt, "--json")
+        assert code == 0, (name, err)
+        assert (json.loads(out)["format"], json.loads(out)["messages"]) == (fmt, messages)
+    body = tmp_path / "body.json"
+    body.write_text(json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
+    code, out, err = run(capsys, "estimate", str(body), "--format", "mini-swe-agent")
+    assert code == 2 and "is no mini-swe-agent trajectory" in err
+    with pytest.raises(SystemExit):
+        main(["estimate", str(body), "--format", "nope"])
+    err = " ".join(capsys.readouterr().err.split())
+    for fmt in {f for f, *_ in FIXTURES.values()}:
+        assert f"'{fmt}'" in err
+
+
 def test_records_of_no_known_format_exit_2_naming_what_was_seen(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

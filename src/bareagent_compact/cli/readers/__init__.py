@@ -1,8 +1,8 @@
 """Readers of saved histories: one module per format, the format found from the records.
 
 ``read_history`` parses a file once (JSON, or JSONL), asks each format in turn
-whether the records are its own (Claude Code, Codex CLI, SWE-agent, then plain
-messages, request bodies and mini-swe-agent), and reads them as the first that
+whether the records are its own (Claude Code, Codex CLI, SWE-agent,
+mini-swe-agent, then plain messages and request bodies), and reads them as the first that
 says yes, or as the format named. A file of no known format is an error
 naming what it holds.
 """
@@ -32,6 +32,7 @@ _READERS: Final[dict[str, tuple[Callable[[Parsed], bool], Callable[[Parsed], His
     claude_code.NAME: (claude_code.detect, claude_code.read),
     codex.NAME: (codex.detect, codex.read),
     swe_agent.NAME: (swe_agent.detect, swe_agent.read),
+    messages.MINI_SWE_AGENT: (messages.detect_mini, messages.read_mini),
     messages.NAME: (messages.detect, messages.read),
 }
 """Each format's test and reader, in the order they are tried."""
