@@ -492,6 +492,25 @@ def test_show_prints_the_latest_or_an_older_snapshot(
     assert json.loads(out)["at"] == 1
 
 
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_show_of_a_snapshot_holding_a_lone_surrogate_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, kind: str
+) -> None:
+    history = [{"role": "user", "content": "bad \ud800 text"}, {"role": "assistant", "content": "ok"}]
+    if kind == "jsonl":
+        store = tmp_path / "transcripts"
+        JsonlTranscriptManager(store).save(history, "s")
+    else:
+        store = tmp_path / "transcripts.db"
+        with SqlTranscriptManager(store) as mgr:
+            mgr.save(history, "s")
+    for extra in ([], ["--json"]):
+        code, out, err = run(capsys, "show", "s", "--store", str(store), *extra)
+        assert code == 2 and out == ""
+        assert "message 0 holds a lone surrogate" in err
+        assert len(err.strip().splitlines()) == 1
+
+
 def test_show_reads_the_store_from_the_environment(
     capsys: pytest.CaptureFixture[str], store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

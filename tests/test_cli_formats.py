@@ -7,6 +7,7 @@ session JSONL, Codex CLI rollouts (both layouts), SWE-agent ``.traj`` (with a
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import os
@@ -29,6 +30,7 @@ from bareagent_compact import (
 )
 from bareagent_compact.cli import main
 from bareagent_compact.cli.plot import svg_chart
+from bareagent_compact.cli.readers import _base as readers_base
 from bareagent_compact.cli.readers import read_history
 
 LOGS = Path(__file__).parent / "data" / "logs"
@@ -485,3 +487,75 @@ def test_fuzz_the_readers_exit_0_or_2_and_never_a_traceback(
     assert sum(outcomes.values()) == FUZZ_CASES
     assert outcomes[0] > 0 and outcomes[2] > 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fuzz.jsonl"]
+
+
+# -- hostile input: no traceback, no hang ------------------------------------------------
+
+_ODD_TYPES = (
+    '{"type": {"kind": "user"}, "message": {"role": "user", "content": "a"}}',
+    '{"type": ["response_item"], "payload": {"type": "message", "role": "user"}}',
+    '{"type": "response_item", "payload": {"type": {"a": 1}, "role": ["user"]}}',
+)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in FIXTURES if n.endswith(".jsonl")))
+def test_a_record_whose_type_is_an_object_or_a_list_is_no_traceback(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
+) -> None:
+    path = tmp_path / name
+    path.write_text("\n".join(_ODD_TYPES) + "\n" + (LOGS / name).read_text())
+    for fmt in ("auto", "claude-code", "codex", "swe-agent", "mini-swe-agent", "messages"):
+        for verb in ("estimate", "replay"):
+            code, _, err = run(capsys, verb, str(path), "--format", fmt)
+            assert code in (0, 2), (fmt, verb, err)
+            assert code == 0 or len(err.strip().splitlines()) == 1, err
+
+
+def _limited_run(*argv: str) -> subprocess.CompletedProcess[str]:
+    """The command in a child whose address space is bounded (reading ``/dev/zero``
+    whole fails there at once), and which may not take long."""
+    resource = pytest.importorskip("resource")
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    return subprocess.run(
+        [sys.executable, "-m", "bareagent_compact", *argv],
+        capture_output=True, text=True, check=False, timeout=60, env=env, preexec_fn=limit,
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs and /dev/zero")
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])
+def test_a_log_that_is_no_regular_file_is_refused_without_reading_it(
+    tmp_path: Path, kind: str
+) -> None:
+    path = tmp_path / "session.jsonl"
+    if kind == "fifo":
+        os.mkfifo(path)  # opening it to read would wait for a writer forever
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")  # reading it never ends
+    else:
+        path.mkdir()
+    for verb in ("estimate", "replay", "compact"):
+        extra = ["--provider-cmd", "cat"] if verb == "compact" else []
+        done = _limited_run(verb, str(path), *extra)
+        assert done.returncode == 2, done.stderr[-500:]
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr[-500:]
+        assert str(path) in done.stderr
+        assert "regular file" in done.stderr or "directory" in done.stderr
+
+
+def test_input_past_the_size_limit_is_refused_with_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(readers_base, "MAX_INPUT_BYTES", 1000)
+    path = tmp_path / "big.jsonl"
+    path.write_text('{"role": "user", "content": "' + "x" * 2000 + '"}\n')
+    code, out, err = run(capsys, "estimate", str(path))
+    assert code == 2 and out == "" and "more than 1,000 bytes" in err
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\0" * 5000)))
+    code, out, err = run(capsys, "estimate", "-")
+    assert code == 2 and out == "" and "more than 1,000 bytes" in err
+    assert len(err.strip().splitlines()) == 1

@@ -18,8 +18,9 @@ from bareagent_compact.cli.common import (
     size,
     tokens_or_none,
 )
-from bareagent_compact.cli.histories import HistoryFile
+from bareagent_compact.cli.histories import HistoryError, HistoryFile
 from bareagent_compact.cli.inspection import Breakdown, breakdown
+from bareagent_compact.cli.readers._base import check_content
 from bareagent_compact.pairs import find_orphans
 from bareagent_compact.protocols import Message
 from bareagent_compact.serialize import _serialize
@@ -200,6 +201,10 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError(f"{location}: {exc}") from None
     finally:
         stores_open.close(store)
+    try:  # what no transcript can show: text that is not Unicode, nesting too deep
+        check_content(f"{location}: snapshot {position} of session {session_id!r}", messages)
+    except HistoryError as exc:
+        raise CliError(str(exc)) from None
     header = {
         "session_id": session_id,
         "at": position,

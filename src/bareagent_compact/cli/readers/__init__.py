@@ -22,6 +22,7 @@ from bareagent_compact.cli.readers._base import (
     check_content,
     describe,
     parse,
+    read_stream,
     read_text,
 )
 
@@ -46,8 +47,8 @@ def read_history(
     """Read a history file (``-`` reads ``stdin``); ``HistoryError`` says what is wrong."""
     name = os.fspath(path)
     if name == "-":
-        text = (stdin or sys.stdin).read()
         name = "<stdin>"
+        text = read_stream(name, stdin or sys.stdin)
     else:
         text = read_text(name)
     if not text.strip():

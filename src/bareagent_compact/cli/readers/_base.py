@@ -7,12 +7,15 @@ records into messages, and :func:`check_content` refuses what no verb could use
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TextIO
 
 from bareagent_compact._limits import MAX_DEPTH
 from bareagent_compact.protocols import Message
@@ -25,6 +28,7 @@ __all__ = [
     "describe",
     "is_item",
     "parse",
+    "read_stream",
     "read_text",
 ]
 
@@ -33,6 +37,16 @@ _ITEM_TYPES: Final = frozenset(
     {"message", "reasoning", "item_reference", "compaction", "mcp_list_tools"}
 )
 """Responses item types besides the ``..._call`` and ``..._output`` ones."""
+MAX_INPUT_BYTES = 1 << 30
+"""The most of a history file (or of standard input) read: 1 GiB, far above any
+session log; a longer one, a line included, is refused rather than read into memory."""
+_CHUNK: Final = 1 << 20
+_KINDS: Final = (
+    (stat.S_ISFIFO, "FIFO"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+    (stat.S_ISSOCK, "socket"),
+)
 
 
 class HistoryError(ValueError):
@@ -71,16 +85,68 @@ class Parsed:
 
 
 def read_text(name: str) -> str:
-    """The text of the file ``name`` (UTF-8, a byte-order mark skipped)."""
+    """The text of the file ``name`` (UTF-8, a byte-order mark skipped).
+
+    Only a regular file is read: a FIFO would wait for a writer forever and a
+    device such as ``/dev/zero`` never ends, so both are refused unopened (and
+    a file swapped for one between the check and the opening is refused too).
+    """
     file = Path(name).expanduser()
     try:
-        data = file.read_bytes()
+        _check_regular(name, file.stat())
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise HistoryError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise HistoryError(f"{name} is a directory, not a history file") from None
     except OSError as exc:
         raise HistoryError(f"{name}: cannot read ({exc.strerror})") from None
+    try:
+        with os.fdopen(fd, "rb") as stream:
+            _check_regular(name, os.fstat(stream.fileno()))
+            data = _bounded(name, stream)
+    except OSError as exc:
+        raise HistoryError(f"{name}: cannot read ({exc.strerror})") from None
+    return _decode(name, data)
+
+
+def read_stream(name: str, stream: TextIO) -> str:
+    """The text of ``stream`` (standard input), read to its end but no further than
+    ``MAX_INPUT_BYTES``."""
+    raw = getattr(stream, "buffer", None)
+    if isinstance(raw, io.BufferedIOBase | io.RawIOBase):
+        return _decode(name, _bounded(name, raw))
+    parts: list[str] = []
+    size = 0
+    while chunk := stream.read(_CHUNK):
+        size += len(chunk)
+        if size > MAX_INPUT_BYTES:
+            raise _too_large(name)
+        parts.append(chunk)
+    return "".join(parts)
+
+
+def _check_regular(name: str, info: os.stat_result) -> None:
+    if stat.S_ISDIR(info.st_mode):
+        raise HistoryError(f"{name} is a directory, not a history file")
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((k for test, k in _KINDS if test(info.st_mode)), "special file")
+        raise HistoryError(f"{name} is a {kind}, not a regular file; save the log to a file first")
+    if info.st_size > MAX_INPUT_BYTES:
+        raise _too_large(name)
+
+
+def _bounded(name: str, stream: io.BufferedIOBase | io.RawIOBase) -> bytes:
+    """At most ``MAX_INPUT_BYTES`` of ``stream``; more is an error, not read."""
+    data = stream.read(MAX_INPUT_BYTES + 1) or b""
+    if len(data) > MAX_INPUT_BYTES:
+        raise _too_large(name)
+    return data
+
+
+def _too_large(name: str) -> HistoryError:
+    return HistoryError(f"{name} holds more than {MAX_INPUT_BYTES:,} bytes, more than is read")
+
+
+def _decode(name: str, data: bytes) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -31,7 +31,10 @@ KINDS: Final = {"compacted": "compaction summary"}
 
 
 def _is_envelope(record: Any) -> bool:
-    return isinstance(record, dict) and record.get("type") in ENVELOPES and "payload" in record
+    if not isinstance(record, dict) or "payload" not in record:
+        return False
+    kind = record.get("type")
+    return isinstance(kind, str) and kind in ENVELOPES
 
 
 def _is_old_meta(record: Any) -> bool:
