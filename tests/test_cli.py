@@ -496,7 +496,10 @@ def test_show_prints_the_latest_or_an_older_snapshot(
 def test_show_of_a_snapshot_holding_a_lone_surrogate_exits_2_with_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, kind: str
 ) -> None:
-    history = [{"role": "user", "content": "bad \ud800 text"}, {"role": "assistant", "content": "ok"}]
+    history = [
+        {"role": "user", "content": "bad \ud800 text"},
+        {"role": "assistant", "content": "ok"},
+    ]
     if kind == "jsonl":
         store = tmp_path / "transcripts"
         JsonlTranscriptManager(store).save(history, "s")
