@@ -60,6 +60,12 @@ FIXTURES: dict[str, tuple[str, int, dict[str, int], int]] = {
          "turn_context": 1},
         6,
     ),
+    "codex_0_58.jsonl": (
+        "codex",
+        31,
+        {"event_msg": 24, "ghost_snapshot": 2, "session_meta": 1, "turn_context": 3},
+        11,
+    ),
     "codex_legacy.jsonl": ("codex", 11, {"session metadata": 1, "state": 4}, 4),
     "swe_agent.traj": ("swe-agent", 11, {}, 5),
     "swe_agent_steps.traj": ("swe-agent", 8, {}, 4),
@@ -74,7 +80,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def lines(name: str) -> list[Any]:
-    return [json.loads(line) for line in (LOGS / name).read_text().splitlines() if line.strip()]
+    text = (LOGS / name).read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.split("\n") if line.strip()]  # JSONL: "\n" only
 
 
 def claude_dialogue() -> list[dict[str, Any]]:
@@ -212,6 +219,27 @@ def test_codex_rollouts_of_both_layouts_give_responses_items(
         assert report["by_role"]["function_call_output"]["messages"] == calls
         assert report["by_tool"]["shell"]["results"] == calls
         assert "reasoning" in report["by_role"]
+
+
+def test_a_codex_0_58_rollout_is_read_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every Responses item of the rollout, in order, also those whose text holds
+    U+2028 or U+0085, which Codex (serde_json) writes unescaped."""
+    records = lines("codex_0_58.jsonl")
+    assert records[0]["payload"]["cli_version"] == "0.58.0"
+    items = [
+        r["payload"]
+        for r in records
+        if r["type"] == "response_item" and r["payload"]["type"] != "ghost_snapshot"
+    ]
+    history = read_history(LOGS / "codex_0_58.jsonl")
+    assert history.messages == items
+    assert any("\u2028" in json.dumps(m, ensure_ascii=False) for m in history.messages)
+    code, out, err = run(
+        capsys, "replay", str(LOGS / "codex_0_58.jsonl"), "--threshold", "6855", "--json"
+    )
+    assert code == 0, err
+    summary = json.loads(out)["summary"]
+    assert summary["turns"] == 11 and summary["full"] >= 1
 
 
 def test_a_swe_agent_history_keeps_the_chat_messages_and_their_tool_calls(

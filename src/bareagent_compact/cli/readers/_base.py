@@ -166,17 +166,21 @@ def _loads(where: str, text: str) -> Any:
 
 
 def parse(name: str, text: str) -> Parsed:
-    """The JSON value of ``text``; JSONL (one value a line) becomes a list."""
+    """The JSON value of ``text``; JSONL (one value a line) becomes a list.
+
+    Lines end at ``\n`` only (and ``\r\n``): JSON writers leave U+2028, U+2029
+    and U+0085 unescaped in strings, where ``str.splitlines`` would cut a record.
+    """
     try:
         return Parsed(name, _loads(name, text), "json")
     except json.JSONDecodeError as whole:
-        lines = [line for line in text.splitlines() if line.strip()]
+        lines = [line for line in text.split("\n") if line.strip()]
         if len(lines) < 2:
             raise HistoryError(
                 f"{name} is not JSON ({whole.msg} at line {whole.lineno} column {whole.colno})"
             ) from None
     values = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
