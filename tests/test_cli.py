@@ -26,6 +26,7 @@ from bareagent_compact import (
     estimate_tokens,
 )
 from bareagent_compact.cli import main
+from bareagent_compact.result import Action
 from bareagent_compact.cli import replay as replay_module
 from bareagent_compact.cli.common import Progress
 
@@ -512,6 +513,33 @@ def test_show_of_a_snapshot_holding_a_lone_surrogate_exits_2_with_one_line(
         assert code == 2 and out == ""
         assert "message 0 holds a lone surrogate" in err
         assert len(err.strip().splitlines()) == 1
+
+
+def test_show_at_0_is_what_the_last_summary_replaced(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The newest snapshot (``--at 0``) is the history just before the last summary,
+    as the README's example says."""
+    store = JsonlTranscriptManager(tmp_path)
+    compactor = Compactor(lambda prompt: "summary", store, threshold=int(THRESHOLD), session_id="s")
+    working: list[dict[str, Any]] = []
+    replaced = []
+    for message in session("chat"):
+        working.append(message)
+        before = json.loads(json.dumps(working))
+        if compactor(working).action is Action.FULL:
+            replaced.append(before)
+    assert len(replaced) >= 2
+    for at, expected in ((0, replaced[-1]), (1, replaced[-2])):
+        code, out, _ = run(capsys, "show", "s", "--store", str(tmp_path), "--at", str(at), "--json")
+        assert code == 0
+        transcript = json.loads(out)["transcript"]
+        assert len(transcript) == len(expected)  # micro-compaction may have cut results
+        assert [m["role"] for m in transcript] == [m["role"] for m in expected]
+        assert transcript[-1] == expected[-1]  # the newest message, which micro leaves whole
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    (line,) = [x for x in readme.splitlines() if "what the last summary replaced" in x]
+    assert "--at 1" not in line
 
 
 def test_show_reads_the_store_from_the_environment(
