@@ -26,9 +26,9 @@ from bareagent_compact import (
     estimate_tokens,
 )
 from bareagent_compact.cli import main
-from bareagent_compact.result import Action
 from bareagent_compact.cli import replay as replay_module
 from bareagent_compact.cli.common import Progress
+from bareagent_compact.result import Action
 
 DIALECTS = ("anthropic", "chat", "responses")
 TOOLS = ("bash", "read_file", "grep")
