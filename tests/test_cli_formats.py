@@ -28,7 +28,7 @@ from bareagent_compact import (
     check_request,
     estimate_tokens,
 )
-from bareagent_compact.cli import main
+from bareagent_compact.cli import look, main
 from bareagent_compact.cli.plot import svg_chart
 from bareagent_compact.cli.readers import _base as readers_base
 from bareagent_compact.cli.readers import read_history
@@ -407,6 +407,30 @@ def test_show_at_compares_times_in_utc_whatever_tz_says(
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
+
+
+class _Python310Datetime(datetime):
+    """``datetime`` whose ``fromisoformat`` refuses a ``Z`` suffix, as Python 3.10's does."""
+
+    @classmethod
+    def fromisoformat(cls, text: str) -> datetime:  # type: ignore[override]
+        if text[-1:] in ("Z", "z"):
+            raise ValueError(f"Invalid isoformat string: {text!r}")
+        return datetime.fromisoformat(text)
+
+
+def test_show_at_takes_a_utc_time_ending_in_z_where_fromisoformat_does_not(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    moments = iter(datetime(2025, 1, 2, 12, m, tzinfo=timezone.utc) for m in (0, 30))
+    mgr = JsonlTranscriptManager(tmp_path, clock=lambda: next(moments))
+    for n in range(2):
+        mgr.save([{"role": "user", "content": f"v{n}"}], "s")
+    monkeypatch.setattr(look, "datetime", _Python310Datetime)
+    for at, position in (("2099-01-01T00:00:00Z", 0), ("2025-01-02T12:29:59z", 1)):
+        code, out, err = run(capsys, "show", "s", "--store", str(tmp_path), "--at", at, "--json")
+        assert code == 0, err
+        assert json.loads(out)["at"] == position
 
 
 # -- bad input: one line on stderr, exit 2, nothing written ------------------------------

@@ -243,8 +243,8 @@ def _pick(snaps: list[stores_open.StoredSnapshot], at: str | None) -> int:
 
 def _pick_time(snaps: list[stores_open.StoredSnapshot], at: str) -> int:
     """The newest of ``snaps`` saved at or before the time ``at``."""
-    try:
-        moment = datetime.fromisoformat(at)
+    try:  # Python 3.10's fromisoformat takes no "Z" (UTC) suffix: spelt as an offset
+        moment = datetime.fromisoformat(at[:-1] + "+00:00" if at[-1:] in ("Z", "z") else at)
     except ValueError:
         raise CliError(
             f"--at takes a snapshot number (0 = newest) or a time such as "
