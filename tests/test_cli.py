@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
 import json
 import os
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import bareagent_compact
 from bareagent_compact import (
     Compactor,
     JsonlTranscriptManager,
@@ -665,3 +667,25 @@ def test_replay_tokens_in_is_the_estimate_of_the_history_as_the_turn_starts(
     assert [t.tokens_in for t in done.turns] == seen
     quiet = [t for t in done.turns if t.action.value == "none"]
     assert quiet and all(t.tokens_in == t.tokens_before == t.tokens_after for t in quiet)
+
+
+# -- --version ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_version_prints_the_installed_version(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, installed: bool
+) -> None:
+    if installed:
+        expected = importlib.metadata.version("bareagent-compact")
+    else:
+
+        def missing(name: str) -> str:
+            raise importlib.metadata.PackageNotFoundError(name)
+
+        monkeypatch.setattr(importlib.metadata, "version", missing)
+        expected = bareagent_compact.__version__
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"bareagent-compact {expected}\n"

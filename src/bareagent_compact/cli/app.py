@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import io
 import logging
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, NoReturn, TextIO
 
+import bareagent_compact
 from bareagent_compact.cli.command import COMMAND_TIMEOUT, MAX_OUTPUT_BYTES
 from bareagent_compact.cli.common import EXIT_FAILED, EXIT_USAGE, PROG, CliError, CommandFailed
 from bareagent_compact.cli.compact import cmd_compact
@@ -299,6 +301,14 @@ def _add_replay(verbs: Verbs) -> argparse.ArgumentParser:
     return replay
 
 
+def _version() -> str:
+    """The installed distribution's version (the package's own when it is not installed)."""
+    try:
+        return importlib.metadata.version("bareagent-compact")
+    except importlib.metadata.PackageNotFoundError:
+        return bareagent_compact.__version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
@@ -306,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 done, 1 the operation failed, 2 bad usage or bad input.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log tracebacks too")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {_version()}", help="print the version"
+    )
     verbs = parser.add_subparsers(dest="command", required=True, metavar="VERB")
     _add_demo(verbs)
     for add in (_add_estimate, _add_inspect, _add_show, _add_compact, _add_replay):
