@@ -531,3 +531,25 @@ def test_a_long_block_list_comes_back_in_pages_of_blocks(
         offset = int(found.group(1))
     assert pages == 5
     assert "".join(pieces) == "".join(texts)
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "openai_chat", "openai_responses"])
+@pytest.mark.parametrize(
+    "arguments",
+    ["[" * 100_000 + "]" * 100_000, '{"handle": ' + "[" * 100_000 + "]" * 100_000 + "}"],
+)
+def test_recall_arguments_nested_too_deeply_give_an_error_result(
+    store: tuple[str, Any], dialect: str, arguments: str
+) -> None:
+    _, mgr = store
+    compactor, _ = run_session(mgr, "alpha", 4)
+    call = _recall_call(dialect, {})
+    if dialect == "anthropic":
+        call["input"] = arguments  # a raw JSON text, as some clients pass it on
+    elif dialect == "openai_chat":
+        call["function"]["arguments"] = arguments
+    else:
+        call["arguments"] = arguments
+    answer = compactor.handle_recall(call)
+    text = _answer_content(dialect, answer)
+    assert text.startswith("Error: ") and "nested too deeply" in text

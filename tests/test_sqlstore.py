@@ -686,3 +686,13 @@ def test_a_timeout_that_is_not_a_finite_number_of_seconds_is_refused(
     with pytest.raises(ValueError, match="timeout"):
         SqlTranscriptManager(tmp_path / "t.db", timeout=timeout)
     assert not (tmp_path / "t.db").exists()
+
+
+@pytest.mark.parametrize("text", ["no handle", "%", "r-%", "\x00", "\ud800", "r-0123456789a\x00"])
+def test_read_archived_of_a_string_that_is_no_handle_is_none_not_a_driver_error(
+    store: SqlTranscriptManager, text: str
+) -> None:
+    record = {"session_id": "alpha", "tool_use_id": "t0", "tool_name": "bash", "content": "x"}
+    store.archive({**record, "handle": "r-0123456789ab"})
+    assert store.read_archived("alpha", text) is None
+    assert store.read_archived("alpha", "r-0123456789ab") == {**record, "handle": "r-0123456789ab"}

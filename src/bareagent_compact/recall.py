@@ -331,6 +331,8 @@ def _arguments(raw: Any) -> dict[str, Any]:
             raw = json.loads(raw) if raw.strip() else {}
         except ValueError:
             raise _Refusal("the arguments are not valid JSON") from None
+        except RecursionError:
+            raise _Refusal("the arguments are nested too deeply to read") from None
     if not isinstance(raw, dict):
         raise _Refusal("the arguments must be a JSON object with a handle")
     return cast(dict[str, Any], raw)

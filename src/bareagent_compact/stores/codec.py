@@ -40,6 +40,7 @@ __all__ = [
     "decode_line",
     "encode_archive_record",
     "check_handle",
+    "is_handle",
     "matching_record",
     "encode_line",
     "encode_snapshot",
@@ -367,9 +368,18 @@ HANDLE_KEY: Final = "handle"
 handles existed have none, and still load)."""
 
 
+_HANDLE_RE: Final = re.compile(r"[a-z]-[0-9a-f]{12}")
+
+
 def check_handle(handle: object) -> str:
     """Refuse a handle that is not a non-empty ``str`` (``TypeError`` / ``ValueError``)."""
     return check_name("handle", handle)
+
+
+def is_handle(handle: str) -> bool:
+    """Whether ``handle`` has the form of a recall handle (``r-1a2b3c4d5e6f``): any
+    other string names no record, and a store answers ``None`` without reading."""
+    return _HANDLE_RE.fullmatch(handle) is not None
 
 
 def matching_record(

@@ -95,9 +95,13 @@ class JsonlArchive(ArchiveWrites[tuple[str, bytes]]):
 
     def read_archived(self, session_id: str, handle: str) -> ArchiveRecord | None:
         """The archived record of ``session_id`` whose ``handle`` is ``handle``, or
-        ``None`` (only that session's archive is read; see ``docs/recall.md``)."""
+        ``None`` (only that session's archive is read; see ``docs/recall.md``).
+        A string that is not a handle's form (``r-1a2b3c4d5e6f``) is ``None``
+        without reading."""
         session_id = check_session_id(session_id)
         handle = codec.check_handle(handle)
+        if not codec.is_handle(handle):
+            return None
         needle = handle.encode("utf-8")
         return codec.matching_record(self._archived(session_id, needle), session_id, handle)
 
