@@ -1023,3 +1023,72 @@ def test_colliding_keys_keep_both_values_in_the_archive(mgr: JsonlTranscriptMana
     mgr.archive(record)
     [loaded] = mgr.load_archive("s")
     assert loaded["content"] == [{"type": "text", "text": "x", "2": "two", "2#2": "deux"}]
+
+
+def _archive_of(mgr: JsonlTranscriptManager, records: int, size: int, start: int = 0) -> None:
+    record = {"session_id": "alpha", "tool_name": "bash"}
+    mgr.archive_many(
+        [
+            {**record, "tool_use_id": f"t{n}", "content": f"{n:08d}" * (size // 8)}
+            | {"handle": f"r-{n:012x}"}
+            for n in range(start, start + records)
+        ]
+    )
+
+
+def test_a_recall_reads_the_record_and_what_was_appended_not_the_whole_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tracemalloc  # noqa: PLC0415
+
+    mgr = JsonlTranscriptManager(tmp_path)
+    _archive_of(mgr, 400, 20_000)  # an archive of about 8 MB
+    archive_size = mgr.archive_path("alpha").stat().st_size
+    read: list[int] = []
+    real_read = os.read
+
+    def counting_read(fd: int, n: int) -> bytes:
+        data = real_read(fd, n)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(os, "read", counting_read)
+    tracemalloc.start()
+    try:
+        record = mgr.read_archived("alpha", f"r-{17:012x}")  # the first: indexes the file
+        _, first_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert record is not None and record["tool_use_id"] == "t17"
+    assert first_peak < archive_size / 2  # the file is scanned in chunks, never held whole
+    _archive_of(mgr, 3, 20_000, start=400)
+    appended = mgr.archive_path("alpha").stat().st_size - archive_size
+    for n in (5, 401, 399):
+        read.clear()
+        found = mgr.read_archived("alpha", f"r-{n:012x}")
+        assert found is not None and found["tool_use_id"] == f"t{n}"
+        assert sum(read) <= 20_200 + appended  # the record and the bytes appended since
+        appended = 0
+    assert mgr.read_archived("alpha", f"r-{999:012x}") is None
+
+
+def test_the_archive_index_follows_a_replaced_file_and_skips_a_torn_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    mgr = JsonlTranscriptManager(tmp_path)
+    _archive_of(mgr, 5, 100)
+    assert mgr.read_archived("alpha", f"r-{3:012x}") is not None
+    path = mgr.archive_path("alpha")
+    with open(path, "ab") as file:
+        file.write(b'{"session_id": "alpha", "handle": "r-00000000000a", "content": "to')
+    assert mgr.read_archived("alpha", "r-00000000000a") is None  # an unended line
+    _archive_of(mgr, 1, 100, start=11)
+    with caplog.at_level(logging.WARNING, logger="bareagent_compact.transcripts"):
+        assert mgr.read_archived("alpha", "r-00000000000a") is None  # torn: skipped
+    assert "unreadable record" in caplog.text
+    assert mgr.read_archived("alpha", f"r-{11:012x}") is not None
+    other = JsonlTranscriptManager(tmp_path / "other")
+    _archive_of(other, 2, 50, start=40)
+    os.replace(other.archive_path("alpha"), path)  # another file at the same name
+    assert mgr.read_archived("alpha", f"r-{3:012x}") is None
+    assert mgr.read_archived("alpha", f"r-{41:012x}") is not None

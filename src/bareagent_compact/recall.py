@@ -393,16 +393,22 @@ def page_blocks(
     end = min(total, offset + limit)
     if offset == 0 and end == total:
         return list(blocks)
-    found: list[Any] = []
-    for block, (start, stop, cuttable) in zip(blocks, spans, strict=True):
-        if cuttable and start < end and stop > offset:
-            text = block["text"][max(offset - start, 0) : end - start]
-            found.append({**block, "text": text})
-        elif offset <= start < end:
-            found.append(block)
+    found = _cut(blocks, spans, offset, end)
     where = f"[recall {handle}: characters {offset} to {end} of {total}"
     more = f"call {RECALL_TOOL_NAME} with offset {end} for more]" if end < total else "the end]"
     return [*found, {"type": text_type, "text": f"{where}; {more}"}]
+
+
+def _cut(blocks: list[Any], spans: list[tuple[int, int, bool]], offset: int, end: int) -> list[Any]:
+    """The blocks of the characters ``offset`` to ``end``: text blocks cut to them,
+    any other block whole where it starts."""
+    found: list[Any] = []
+    for block, (start, stop, cuttable) in zip(blocks, spans, strict=True):
+        if cuttable and start < end and stop > offset:
+            found.append({**block, "text": block["text"][max(offset - start, 0) : end - start]})
+        elif offset <= start < end:
+            found.append(block)
+    return found
 
 
 def _page_of(call: ToolCall, content: object, handle: str, offset: int, size: int) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from bareagent_compact.stores.jsonl.files import (
     _open_regular,
     _read_regular,
 )
+from bareagent_compact.stores.jsonl.index import FileIndex
 from bareagent_compact.stores.jsonl.names import ARCHIVE_SUFFIX
 
 # The logger this store has always used.
@@ -31,6 +33,8 @@ class JsonlArchive(ArchiveWrites[tuple[str, bytes]]):
     ``archived_sessions`` and ``archive_path`` of the JSONL store."""
 
     directory: Path
+    _indexes: dict[Path, FileIndex]
+    _indexes_lock: threading.Lock
 
     def archived_sessions(self) -> list[str]:
         """Session ids that have an archive of truncated results, sorted."""
@@ -97,27 +101,54 @@ class JsonlArchive(ArchiveWrites[tuple[str, bytes]]):
         """The archived record of ``session_id`` whose ``handle`` is ``handle``, or
         ``None`` (only that session's archive is read; see ``docs/recall.md``).
         A string that is not a handle's form (``r-1a2b3c4d5e6f``) is ``None``
-        without reading."""
+        without reading.
+
+        Only that record's line is read: an index of where each handle's line
+        is, kept in memory, is read on from where it ended (the bytes appended
+        since the last recall), so a recall's memory and time follow the
+        record's size, not the archive's.
+        """
         session_id = check_session_id(session_id)
         handle = codec.check_handle(handle)
         if not codec.is_handle(handle):
             return None
-        needle = handle.encode("utf-8")
-        return codec.matching_record(self._archived(session_id, needle), session_id, handle)
+        self.flush()
+        legacy = codec.legacy_stem(session_id)
+        paths = [self.directory / f"{legacy}{ARCHIVE_SUFFIX}"] if legacy is not None else []
+        for path in [*paths, self.archive_path(session_id)]:
+            for offset, raw in self._index(path).lines(path, handle):
+                try:
+                    record = decode_line(path, offset, raw)
+                except CorruptTranscriptError:
+                    logger.warning(
+                        "skipping unreadable record at byte %d of archive %s", offset, path
+                    )
+                    continue
+                if codec.matching_record([record], session_id, handle) is not None:
+                    return record
+        return None
 
-    def _archived(self, session_id: str, needle: bytes = b"") -> list[ArchiveRecord]:
-        """The records of a checked session id; with ``needle``, only lines holding it
-        (after the writer thread wrote what it holds)."""
+    def _index(self, path: Path) -> FileIndex:
+        """The index of the archive file ``path``, made on first use."""
+        with self._indexes_lock:
+            found = self._indexes.get(path)
+            if found is None:
+                found = self._indexes[path] = FileIndex()
+            return found
+
+    def _archived(self, session_id: str) -> list[ArchiveRecord]:
+        """The records of a checked session id (after the writer thread wrote what it
+        holds)."""
         self.flush()
         records: list[ArchiveRecord] = []
         legacy = codec.legacy_stem(session_id)
         if legacy is not None:
-            old = self._read_archive(self.directory / f"{legacy}{ARCHIVE_SUFFIX}", needle)
+            old = self._read_archive(self.directory / f"{legacy}{ARCHIVE_SUFFIX}")
             records.extend(r for r in old if r.get("session_id") == session_id)
-        return records + self._read_archive(self.archive_path(session_id), needle)
+        return records + self._read_archive(self.archive_path(session_id))
 
     @staticmethod
-    def _read_archive(path: Path, needle: bytes = b"") -> list[ArchiveRecord]:
+    def _read_archive(path: Path) -> list[ArchiveRecord]:
         """The readable records of one archive file; none when it does not exist."""
         try:
             data = _read_regular(path)
@@ -125,7 +156,7 @@ class JsonlArchive(ArchiveWrites[tuple[str, bytes]]):
             return []
         records: list[ArchiveRecord] = []
         for number, raw in enumerate(data.split(b"\n"), start=1):
-            if not raw.strip() or needle not in raw:
+            if not raw.strip():
                 continue
             try:
                 records.append(decode_line(path, number, raw))
