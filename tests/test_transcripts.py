@@ -1092,3 +1092,43 @@ def test_the_archive_index_follows_a_replaced_file_and_skips_a_torn_line(
     os.replace(other.archive_path("alpha"), path)  # another file at the same name
     assert mgr.read_archived("alpha", f"r-{3:012x}") is None
     assert mgr.read_archived("alpha", f"r-{41:012x}") is not None
+
+
+@pytest.mark.parametrize("write_behind", [False, True])
+@pytest.mark.parametrize("failing", ["fsync", "write"])
+def test_a_retry_after_a_failed_archive_write_writes_each_record_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_behind: bool, failing: str
+) -> None:
+    from conftest import tool_history  # noqa: PLC0415
+
+    mgr = JsonlTranscriptManager(tmp_path, write_behind=write_behind)
+    compactor = Compactor(lambda prompt: "S", None, 10**9, "alpha", archive=mgr.archive)
+    full = tool_history(40, output=lambda turn: f"result {turn} " * 50)
+    real_fsync, real_write, calls = os.fsync, os.write, [0]
+
+    def fsync(fd: int) -> None:
+        calls[0] += 1
+        if calls[0] % 3:  # two of every three fail
+            raise OSError(5, "Input/output error")
+        real_fsync(fd)
+
+    def write(fd: int, data: Any) -> int:
+        calls[0] += 1
+        if calls[0] % 3:  # half of it written, then a failure
+            real_write(fd, bytes(data)[: len(data) // 2])
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, failing, fsync if failing == "fsync" else write)
+    messages = full[:2]
+    for start in range(2, len(full), 2):
+        messages += full[start : start + 2]
+        compactor(messages)
+        mgr.flush(timeout=10)
+    monkeypatch.undo()
+    compactor(messages)
+    mgr.flush(timeout=10)
+    lines = mgr.archive_path("alpha").read_bytes().splitlines()
+    ids = [json.loads(line)["tool_use_id"] for line in lines]
+    assert sorted(ids) == sorted(f"t{turn}" for turn in range(37))  # each record once
+    mgr.close()

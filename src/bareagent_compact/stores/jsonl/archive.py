@@ -8,6 +8,7 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Final
 
 from bareagent_compact.protocols import ArchiveRecord
 from bareagent_compact.stores import codec
@@ -20,12 +21,16 @@ from bareagent_compact.stores.jsonl.files import (
     _fsync_directory,
     _open_regular,
     _read_regular,
+    _take_back,
 )
 from bareagent_compact.stores.jsonl.index import FileIndex
 from bareagent_compact.stores.jsonl.names import ARCHIVE_SUFFIX
 
 # The logger this store has always used.
 logger = logging.getLogger("bareagent_compact.transcripts")
+
+
+_APPEND_FLAGS: Final = os.O_RDWR | os.O_APPEND | os.O_CREAT
 
 
 class JsonlArchive(ArchiveWrites[tuple[str, bytes]]):
@@ -59,30 +64,37 @@ class JsonlArchive(ArchiveWrites[tuple[str, bytes]]):
 
     def _write_records(self, encoded: Sequence[tuple[str, bytes]]) -> None:
         """Append encoded records to their sessions' archives, one write and one
-        ``fsync`` per file (and the directory's when a file was created)."""
+        ``fsync`` per file (and the directory's when a file was created).
+
+        All or none: when any write or ``fsync`` fails, every append of this
+        call is taken back (the files cut back to their size before), so the
+        retry that follows leaves each record in its archive once.
+        """
         batches: dict[str, list[bytes]] = {}
         for session_id, line in encoded:
             batches.setdefault(session_id, []).append(line)
         if not batches:
             return
         _ensure_directory(self.directory)
-        created = False
-        for session_id, lines in batches.items():
-            created |= self._append(self.archive_path(session_id), b"".join(lines))
-        if created:
-            _fsync_directory(self.directory)
-
-    @staticmethod
-    def _append(path: Path, data: bytes) -> bool:
-        """Append ``data`` to the archive file ``path`` and ``fsync`` it; whether the
-        file was empty (new) before."""
-        fd = _open_regular(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+        done: list[tuple[int, int, int]] = []  # descriptor, size before, size after
         try:
-            size = _append_line(fd, data)
-            os.fsync(fd)
+            for session_id, lines in batches.items():
+                fd = _open_regular(self.archive_path(session_id), _APPEND_FLAGS)
+                try:
+                    done.append((fd, *_append_line(fd, b"".join(lines))))
+                except BaseException:
+                    os.close(fd)
+                    raise
+                os.fsync(fd)
+            if any(size == 0 for _, size, _ in done):
+                _fsync_directory(self.directory)  # a file was created
+        except BaseException:
+            for fd, size, end in done:
+                _take_back(fd, size, end)  # not durable: the retry writes it again
+            raise
         finally:
-            os.close(fd)
-        return not size
+            for fd, _, _ in done:
+                os.close(fd)
 
     def load_archive(self, session_id: str) -> list[ArchiveRecord]:
         """The archived records of ``session_id`` in the order they were written.
