@@ -558,7 +558,7 @@ def test_show_reads_the_store_from_the_environment(
         (["show", "chat", "--store", "{store}", "--at", "99"], "the session has snapshots 0 to"),
         (["show", "chat", "--store", "{store}", "--at", "yesterday"], "--at takes"),
         (["show", "ghost", "--store", "{store}"], "no snapshot of session 'ghost'"),
-        (["show", "a/b", "--store", "{store}"], "plain file name"),
+        (["show", "a\tb", "--store", "{store}"], "must be printable"),
         (["show", "chat"], "show needs --store"),
         (["inspect", "{missing}"], "no such file or directory"),
         (["inspect", "{text}"], "neither a directory of JSONL transcripts nor a sqlite3"),

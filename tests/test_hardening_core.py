@@ -126,10 +126,10 @@ def test_a_raising_token_counter_falls_back_to_the_estimate() -> None:
 def test_a_session_id_the_archive_refuses_fails_at_construction(tmp_path: Any) -> None:
     store = JsonlTranscriptManager(tmp_path)
     with pytest.raises(ValueError):
-        Compactor(RecordingProvider(), archive=store.archive, session_id="../escape")
+        Compactor(RecordingProvider(), archive=store.archive, session_id="../\x00escape")
     compactor = Compactor(RecordingProvider(), archive=store.archive)
     with pytest.raises(ValueError):
-        compactor.set_session_id("../escape")
+        compactor.set_session_id("../\x00escape")
 
 
 @pytest.mark.parametrize("force", ["false", 1, None])

@@ -68,7 +68,7 @@ def test_every_form_of_a_store_archive_keeps_recall_handles(tmp_path: Path, form
 def test_every_form_of_a_store_archive_checks_the_session_id(tmp_path: Path, form: str) -> None:
     store = JsonlTranscriptManager(tmp_path)
     with pytest.raises(ValueError):
-        Compactor(no_summary, session_id="a/b", archive=forms(store)[form])
+        Compactor(no_summary, session_id="a\x00b", archive=forms(store)[form])
 
 
 def test_batching_is_used_only_when_the_store_is_called_as_itself(tmp_path: Path) -> None:

@@ -130,7 +130,6 @@ def test_a_session_handle_is_not_found_by_a_compactor_rebound_to_another_session
         compactor.recall(handle)
 
 
-
 @pytest.mark.parametrize("kind", ["none", "list.append", "function", "bound method"])
 def test_markers_without_a_readable_archive_are_exactly_the_specs(kind: str) -> None:
     kept: list[Any] = []
@@ -434,3 +433,123 @@ def test_the_tool_description_shows_both_markers_as_they_are_written() -> None:
     assert cut in description
     for handle in ("r-1a2b3c4d5e6f", "o-1a2b3c4d5e6f"):
         assert f"(here {handle}" in description or f"or {handle})" in description
+
+
+def _block_history(dialect: str, outputs: list[Any]) -> list[dict[str, Any]]:
+    """A history of ``dialect`` whose tool results are ``outputs``, one round each."""
+    text = "input_text" if dialect == "openai_responses" else "text"
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "task"}]
+    for turn, given in enumerate(outputs):
+        content = [{**b, "type": text} if b.get("type") == "text" else b for b in given]
+        if dialect == "anthropic":
+            call = {"type": "tool_use", "id": f"t{turn}", "name": "bash", "input": {}}
+            result = {"type": "tool_result", "tool_use_id": f"t{turn}", "content": content}
+            messages.append({"role": "assistant", "content": [call]})
+            messages.append({"role": "user", "content": [result]})
+        elif dialect == "openai_chat":
+            function = {"name": "bash", "arguments": "{}"}
+            call = {"id": f"t{turn}", "type": "function", "function": function}
+            messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            messages.append({"role": "tool", "tool_call_id": f"t{turn}", "content": content})
+        else:
+            messages.append({"type": "function_call", "call_id": f"t{turn}", "name": "bash",
+                             "arguments": "{}"})  # fmt: skip
+            messages.append({"type": "function_call_output", "call_id": f"t{turn}",
+                             "output": content})  # fmt: skip
+    return messages
+
+
+def _recall_call(dialect: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    if dialect == "anthropic":
+        return {"type": "tool_use", "id": "r1", "name": RECALL_TOOL_NAME, "input": arguments}
+    if dialect == "openai_chat":
+        function = {"name": RECALL_TOOL_NAME, "arguments": json.dumps(arguments)}
+        return {"id": "r1", "type": "function", "function": function}
+    return {"type": "function_call", "call_id": "r1", "name": RECALL_TOOL_NAME,
+            "arguments": json.dumps(arguments)}  # fmt: skip
+
+
+def _answer_content(dialect: str, answer: dict[str, Any]) -> Any:
+    return answer["output"] if dialect == "openai_responses" else answer["content"]
+
+
+HANDLE_RE = re.compile(r"recall ([a-z]-[0-9a-f]{12})\]")
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "openai_chat", "openai_responses"])
+def test_recall_gives_back_block_list_results_exactly(store: tuple[str, Any], dialect: str) -> None:
+    _, mgr = store
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": "iVBORw0KGgo" * 30}}  # fmt: skip
+    outputs = [
+        [{"type": "text", "text": f"块 {turn} ünï\n" * (turn + 5)}, {"type": "text", "text": "ok"}]
+        + ([image] if dialect == "anthropic" and turn % 2 else [])
+        for turn in range(8)
+    ]
+    originals = json.loads(json.dumps(outputs))
+    messages = _block_history(dialect, outputs)
+    compactor = Compactor(lambda prompt: "S", None, 10**9, "alpha", archive=mgr.archive)
+    compactor(messages)
+    handles = HANDLE_RE.findall(json.dumps(messages))
+    assert len(handles) == 5  # all but the keep_recent=3 newest
+    for turn, handle in enumerate(handles):
+        answer = compactor.handle_recall(_recall_call(dialect, {"handle": handle}))
+        expected = _block_history(dialect, [originals[turn]])[2]
+        if dialect == "anthropic":
+            expected = expected["content"][0]  # the tool_result block
+        assert _answer_content(dialect, answer) == _answer_content(dialect, expected)
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "openai_chat", "openai_responses"])
+def test_a_long_block_list_comes_back_in_pages_of_blocks(
+    store: tuple[str, Any], dialect: str
+) -> None:
+    _, mgr = store
+    texts = ["".join(f"{n:06d}\n" for n in range(k * 1000, k * 1000 + 900)) for k in range(7)]
+    outputs = [[{"type": "text", "text": text} for text in texts]] + [[{"type": "text",
+               "text": "small"}]] * 3  # fmt: skip
+    messages = _block_history(dialect, outputs)
+    compactor = Compactor(lambda prompt: "S", None, 10**9, "alpha", archive=mgr.archive)
+    compactor(messages)
+    (handle,) = HANDLE_RE.findall(json.dumps(messages))
+    pieces: list[str] = []
+    offset, pages = 0, 0
+    while True:
+        answer = compactor.handle_recall(
+            _recall_call(dialect, {"handle": handle, "offset": offset}), limit=10_000
+        )
+        blocks = _answer_content(dialect, answer)
+        pages += 1
+        assert isinstance(blocks, list)
+        *body, note = blocks
+        assert sum(len(block["text"]) for block in body) <= 10_000
+        pieces.extend(block["text"] for block in body)
+        found = re.search(r"with offset (\d+) for more\]$", note["text"])
+        if found is None:
+            assert note["text"].endswith("the end]")
+            break
+        offset = int(found.group(1))
+    assert pages == 5
+    assert "".join(pieces) == "".join(texts)
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "openai_chat", "openai_responses"])
+@pytest.mark.parametrize(
+    "arguments",
+    ["[" * 100_000 + "]" * 100_000, '{"handle": ' + "[" * 100_000 + "]" * 100_000 + "}"],
+)
+def test_recall_arguments_nested_too_deeply_give_an_error_result(
+    store: tuple[str, Any], dialect: str, arguments: str
+) -> None:
+    _, mgr = store
+    compactor, _ = run_session(mgr, "alpha", 4)
+    call = _recall_call(dialect, {})
+    if dialect == "anthropic":
+        call["input"] = arguments  # a raw JSON text, as some clients pass it on
+    elif dialect == "openai_chat":
+        call["function"]["arguments"] = arguments
+    else:
+        call["arguments"] = arguments
+    answer = compactor.handle_recall(call)
+    text = _answer_content(dialect, answer)
+    assert text.startswith("Error: ") and "nested too deeply" in text

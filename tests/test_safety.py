@@ -507,3 +507,15 @@ def test_non_string_dict_keys_are_compacted_without_crashing(provider: Recording
     ]
     assert Compactor(provider)(messages, force=True).action is Action.FULL
     assert messages[0]["content"][0]["meta"] == {"(1, 2)": "v"}
+
+
+def test_any_mutable_sequence_is_taken_and_anything_else_is_a_type_error() -> None:
+    from collections import UserList  # noqa: PLC0415
+
+    history = [{"role": "user", "content": "x" * 400}, {"role": "assistant", "content": "ok"}]
+    messages = UserList(copy.deepcopy(history))
+    result = Compactor(RecordingProvider())(messages, force=True)
+    assert result.action is Action.FULL and isinstance(messages, UserList)
+    for bad in (tuple(history), {"role": "user", "content": "x"}, "text", None):
+        with pytest.raises(TypeError, match="messages must be a list"):
+            Compactor(RecordingProvider())(bad, force=True)  # type: ignore[arg-type]

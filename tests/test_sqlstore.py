@@ -256,8 +256,8 @@ def test_archive_keeps_records_in_order_and_apart_from_snapshots(
 
 
 def test_bad_arguments_raise_before_anything_is_written(store: SqlTranscriptManager) -> None:
-    with pytest.raises(ValueError, match="plain file name"):
-        store.save(history(1), "a/b")
+    with pytest.raises(ValueError, match="must be printable"):
+        store.save(history(1), "a\x00b")
     with pytest.raises(TypeError, match="messages must be a list"):
         store.save("hello", "s")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"messages\[1\] must be a dict"):
@@ -686,3 +686,13 @@ def test_a_timeout_that_is_not_a_finite_number_of_seconds_is_refused(
     with pytest.raises(ValueError, match="timeout"):
         SqlTranscriptManager(tmp_path / "t.db", timeout=timeout)
     assert not (tmp_path / "t.db").exists()
+
+
+@pytest.mark.parametrize("text", ["no handle", "%", "r-%", "\x00", "\ud800", "r-0123456789a\x00"])
+def test_read_archived_of_a_string_that_is_no_handle_is_none_not_a_driver_error(
+    store: SqlTranscriptManager, text: str
+) -> None:
+    record = {"session_id": "alpha", "tool_use_id": "t0", "tool_name": "bash", "content": "x"}
+    store.archive({**record, "handle": "r-0123456789ab"})
+    assert store.read_archived("alpha", text) is None
+    assert store.read_archived("alpha", "r-0123456789ab") == {**record, "handle": "r-0123456789ab"}

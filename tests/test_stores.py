@@ -438,3 +438,15 @@ def test_inspect_and_show_name_a_session_by_its_id_as_given(
     shown = json.loads(capsys.readouterr().out)
     assert shown["session_id"] == "team:Alice"
     assert shown["transcript"] == [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize(
+    "text", ["no handle", "r-0123", "%", "_", "r-%", "x" * 10_000, "\x00", "\ud800", "r-\ud800"]
+)
+def test_read_archived_of_a_string_that_is_no_handle_is_none_in_both_stores(
+    kind: Kind, text: str
+) -> None:
+    record = {"session_id": "alpha", "tool_use_id": "t0", "tool_name": "bash", "content": "%_"}
+    kind.store.archive({**record, "handle": "r-0123456789ab"})
+    assert kind.store.read_archived("alpha", text) is None
+    assert kind.store.read_archived("alpha", "r-0123456789ab") is not None

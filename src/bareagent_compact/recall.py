@@ -148,17 +148,17 @@ def _remembered(
 # -- reading back -----------------------------------------------------------------
 
 
-def original_text(record: ArchiveRecord) -> str:
+def as_text(content: object) -> str:
     """An archived original as text: a ``str`` as it was; any other content (a list
     of blocks) as the JSON the archive holds it in."""
-    content = record.get("content")
     if isinstance(content, str):
         return content
     return json.dumps(content, ensure_ascii=False)
 
 
-def read_original(reader: ArchiveReader, session_id: str, handle: object) -> str:
-    """The original text ``handle`` names in ``session_id``'s archive.
+def read_content(reader: ArchiveReader, session_id: str, handle: object) -> object:
+    """The original content ``handle`` names in ``session_id``'s archive, as it was
+    archived: a ``str``, or a list of blocks.
 
     ``TypeError`` for a handle that is not a ``str``; ``LookupError`` for one
     that names nothing in this session (malformed, unknown, or another
@@ -177,7 +177,13 @@ def read_original(reader: ArchiveReader, session_id: str, handle: object) -> str
         raise LookupError(
             f"no archived original {handle} in this session (unknown, or from another session)"
         )
-    return original_text(record)
+    return record.get("content")
+
+
+def read_original(reader: ArchiveReader, session_id: str, handle: object) -> str:
+    """The original ``handle`` names in ``session_id``'s archive as text (see
+    :func:`read_content` and :func:`as_text`)."""
+    return as_text(read_content(reader, session_id, handle))
 
 
 def check_span(offset: object, limit: object) -> tuple[int, int | None]:
@@ -305,7 +311,7 @@ def read_tool_call(tool_call: object) -> ToolCall:
     )
 
 
-def tool_result(call: ToolCall, text: str, *, error: bool = False) -> dict[str, Any]:
+def tool_result(call: ToolCall, text: str | list[Any], *, error: bool = False) -> dict[str, Any]:
     """The answer to ``call`` in its dialect: an Anthropic ``tool_result`` block (with
     ``is_error`` on an error), a Chat ``tool`` message or a Responses
     ``function_call_output`` item."""
@@ -325,6 +331,8 @@ def _arguments(raw: Any) -> dict[str, Any]:
             raw = json.loads(raw) if raw.strip() else {}
         except ValueError:
             raise _Refusal("the arguments are not valid JSON") from None
+        except RecursionError:
+            raise _Refusal("the arguments are nested too deeply to read") from None
     if not isinstance(raw, dict):
         raise _Refusal("the arguments must be a JSON object with a handle")
     return cast(dict[str, Any], raw)
@@ -358,11 +366,69 @@ def page(text: str, handle: str, offset: int, limit: int) -> str:
     return f"{text[offset:end]}\n\n{where}; the end]"
 
 
+def _spans(blocks: list[Any]) -> list[tuple[int, int, bool]]:
+    """Where each block's text lies in the list's text (the blocks one a line, as
+    the truncation marker counted them), and whether it is a text block to cut."""
+    spans, start = [], 0
+    for block in blocks:
+        text = dialects.render_block(block, {})
+        cuttable = isinstance(block, dict) and block.get("text") == text
+        spans.append((start, start + len(text), cuttable))
+        start += len(text) + 1
+    return spans
+
+
+def page_blocks(
+    blocks: list[Any], handle: str, offset: int, limit: int, text_type: str
+) -> list[Any]:
+    """A page of a list of blocks, as blocks: the list itself when it fits ``limit``
+    characters from offset 0; otherwise the text blocks cut to the characters
+    ``offset`` to ``offset + limit`` of the list's text, any other block whole on
+    the page where it starts, then a ``text_type`` block saying which part this
+    is and how to read on. ``ValueError`` for an ``offset`` past the end."""
+    spans = _spans(blocks)
+    total = spans[-1][1] if spans else 0
+    if offset > total or (offset == total and total):
+        raise ValueError(f"offset {offset} is past the end of {handle} ({total} characters)")
+    end = min(total, offset + limit)
+    if offset == 0 and end == total:
+        return list(blocks)
+    found = _cut(blocks, spans, offset, end)
+    where = f"[recall {handle}: characters {offset} to {end} of {total}"
+    more = f"call {RECALL_TOOL_NAME} with offset {end} for more]" if end < total else "the end]"
+    return [*found, {"type": text_type, "text": f"{where}; {more}"}]
+
+
+def _cut(blocks: list[Any], spans: list[tuple[int, int, bool]], offset: int, end: int) -> list[Any]:
+    """The blocks of the characters ``offset`` to ``end``: text blocks cut to them,
+    any other block whole where it starts."""
+    found: list[Any] = []
+    for block, (start, stop, cuttable) in zip(blocks, spans, strict=True):
+        if cuttable and start < end and stop > offset:
+            found.append({**block, "text": block["text"][max(offset - start, 0) : end - start]})
+        elif offset <= start < end:
+            found.append(block)
+    return found
+
+
+def _page_of(call: ToolCall, content: object, handle: str, offset: int, size: int) -> Any:
+    """The page of an original a call asks for: of its text, or of its blocks."""
+    if isinstance(content, list):
+        text_type = "input_text" if call.dialect == "openai_responses" else "text"
+        try:
+            return page_blocks(content, handle, offset, size, text_type)
+        except RecursionError:
+            pass  # blocks nested too deeply to read: their JSON text instead
+    return page(as_text(content), handle, offset, size)
+
+
 def answer_recall(
-    read: Callable[[str], str], tool_call: object, *, limit: int = DEFAULT_RECALL_LIMIT
+    read: Callable[[str], object], tool_call: object, *, limit: int = DEFAULT_RECALL_LIMIT
 ) -> dict[str, Any]:
     """The tool result answering ``tool_call`` in its dialect; ``read(handle)`` gives the
-    original text (raising ``LookupError`` for a handle it does not know).
+    original (a ``str`` or a list of blocks; raising ``LookupError`` for a handle
+    it does not know). A list of blocks comes back as blocks (see
+    :func:`page_blocks`), a text as text (see :func:`page`).
 
     A call of another tool, bad arguments, an unknown or foreign handle or an
     archive that cannot be read give an error result (``is_error`` for
@@ -375,13 +441,13 @@ def answer_recall(
         if call.name != RECALL_TOOL_NAME:
             raise _Refusal(f"this answers {RECALL_TOOL_NAME} calls, not {call.name[:80]!r}")
         handle, offset, size = _span(_arguments(call.arguments), limit)
-        text = _read(read, handle)
-        return tool_result(call, page(text, handle, offset, size))
+        content = _read(read, handle)
+        return tool_result(call, _page_of(call, content, handle, offset, size))
     except (_Refusal, ValueError) as exc:  # ValueError: an offset past the end
         return tool_result(call, f"Error: {exc}", error=True)
 
 
-def _read(read: Callable[[str], str], handle: str) -> str:
+def _read(read: Callable[[str], object], handle: str) -> object:
     try:
         return read(handle)
     except LookupError as exc:

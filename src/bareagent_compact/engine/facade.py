@@ -38,7 +38,13 @@ from bareagent_compact.protocols import (
     TranscriptManager,
 )
 from bareagent_compact.rebuild import appended_only, replace_all
-from bareagent_compact.recall import DEFAULT_RECALL_LIMIT, answer_recall, check_span, read_original
+from bareagent_compact.recall import (
+    DEFAULT_RECALL_LIMIT,
+    answer_recall,
+    as_text,
+    check_span,
+    read_content,
+)
 from bareagent_compact.requests import Steps
 from bareagent_compact.result import Action, CompactionResult
 from bareagent_compact.summarize import DEFAULT_SUMMARY_INPUT_TOKENS
@@ -377,7 +383,7 @@ class Engine(Generic[ProviderT]):
         ``ValueError`` for arguments of the wrong type or range.
         """
         offset, limit = check_span(offset, limit)
-        text = self._original(handle)
+        text = as_text(self._original(handle))
         return text[offset:] if limit is None else text[offset : offset + limit]
 
     def handle_recall(self, tool_call: object, *, limit: int = DEFAULT_RECALL_LIMIT) -> Message:
@@ -389,11 +395,11 @@ class Engine(Generic[ProviderT]):
         :func:`~bareagent_compact.recall.answer_recall`)."""
         return answer_recall(self._original, tool_call, limit=limit)
 
-    def _original(self, handle: object) -> str:
+    def _original(self, handle: object) -> object:
         reader = self._parts.ports.reader
         if reader is None:
             raise LookupError(
                 "nothing can be recalled: archive= is not a store that reads records "
                 "back (JsonlTranscriptManager, SqlTranscriptManager) or its archive method"
             )
-        return read_original(reader, self._parts.session_id, handle)
+        return read_content(reader, self._parts.session_id, handle)

@@ -40,6 +40,7 @@ __all__ = [
     "decode_line",
     "encode_archive_record",
     "check_handle",
+    "is_handle",
     "matching_record",
     "encode_line",
     "encode_snapshot",
@@ -75,7 +76,7 @@ ONE_MICROSECOND: Final = timedelta(microseconds=1)
 
 _SEPARATORS: Final = frozenset("/\\")
 _NOT_IN_FILE_NAMES: Final = frozenset('<>:"|?*')
-_ESCAPED_ASCII: Final = _NOT_IN_FILE_NAMES | {"%"}
+_ESCAPED_ASCII: Final = _NOT_IN_FILE_NAMES | _SEPARATORS | {"%"}
 _ESCAPES_RE: Final = re.compile(r"(?:%[0-9A-F]{2})+")
 _RESERVED_NAMES: Final = frozenset(
     {"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"}
@@ -96,12 +97,12 @@ def check_session_id(session_id: object) -> str:
     """Return ``session_id`` (NFC-normalised) if the stores can keep it.
 
     It must be a non-empty ``str`` of at most 128 characters and 200 UTF-8 bytes,
-    not start with ``.``, and contain only printable characters (no NUL, control
-    or format characters) and no path separator (``/`` or ``\\``). Anything
-    else is allowed (``team:alice``, spaces, ``? * " < > |``, ``CON``): the JSONL
-    store names its files by :func:`file_stem`, which escapes what a file name
-    cannot hold. Raises ``TypeError`` or ``ValueError`` otherwise, before
-    anything touches the disk. Both stores apply exactly these rules, so an id
+    of printable characters only (no NUL, control or format characters).
+    Anything printable is allowed (``team:alice``, spaces, ``? * " < > |``,
+    ``CON``, ``/`` and ``\\``, ``.hidden``, ``..``): the JSONL store names its
+    files by :func:`file_stem`, which escapes what a file name cannot hold.
+    Raises ``TypeError`` or ``ValueError`` otherwise, before anything touches
+    the disk. Both stores apply exactly these rules, so an id
     valid for one is valid for the other.
     """
     if not isinstance(session_id, str):
@@ -117,24 +118,22 @@ def check_session_id(session_id: object) -> str:
 
 
 def _check_characters(session_id: str) -> None:
-    """Refuse a character that is not printable or separates paths."""
+    """Refuse a character that is not printable."""
     for char in session_id:
-        if char in _SEPARATORS or not char.isprintable():
+        if not char.isprintable():
             raise ValueError(
-                f"session_id must be a plain file name (no path separator or control "
-                f"character); {char!r} is not allowed in {_shown(session_id)}"
+                f"session_id must be printable (no control or format character); "
+                f"{char!r} is not allowed in {_shown(session_id)}"
             )
 
 
 def _check_name(session_id: str) -> None:
-    """Refuse an id too long or hidden."""
+    """Refuse an id too long."""
     if len(session_id) > MAX_SESSION_ID_CHARS:
         raise ValueError(
             f"session_id must be at most {MAX_SESSION_ID_CHARS} characters, "
             f"got {len(session_id)}: {_shown(session_id)}"
         )
-    if session_id.startswith("."):
-        raise ValueError(f"session_id must not start with '.', got {_shown(session_id)}")
     if len(session_id.encode("utf-8")) > MAX_SESSION_ID_BYTES:
         raise ValueError(
             f"session_id must be at most {MAX_SESSION_ID_BYTES} bytes in UTF-8, "
@@ -152,16 +151,25 @@ def _is_device(name: str) -> bool:
 
 def _was_plain(session_id: str) -> bool:
     """Whether a checked id is a file name as it is (the only ids accepted before
-    ids were escaped, named by themselves): none of ``< > : " | ? *``, no device."""
-    return _NOT_IN_FILE_NAMES.isdisjoint(session_id) and not _is_device(session_id)
+    ids were escaped, named by themselves): none of ``< > : " | ? *``, no path
+    separator, not starting with ``.``, no device."""
+    return (
+        _NOT_IN_FILE_NAMES.isdisjoint(session_id)
+        and _SEPARATORS.isdisjoint(session_id)
+        and not session_id.startswith(".")
+        and not _is_device(session_id)
+    )
 
 
 def _literal(char: str) -> bool:
     """Whether ``char`` stays as it is in a file name: printable ASCII but upper-case
-    letters, ``%`` and ``< > : " | ? *``; any other character without a case."""
+    letters, ``%``, ``/ \\`` and ``< > : " | ? *``; any other character without a
+    case that is not a combining mark."""
     if char.isascii():
         return char.isprintable() and not char.isupper() and char not in _ESCAPED_ASCII
-    return char.lower() == char == char.upper()
+    # A combining mark is escaped: left as it is after an escape, it would join
+    # the escape's last hex digit when the name is normalised (``%5C`` + U+0301).
+    return char.lower() == char == char.upper() and not unicodedata.category(char).startswith("M")
 
 
 def _escape(char: str) -> str:
@@ -172,17 +180,20 @@ def file_stem(session_id: str) -> str:
     """The name a checked session id gives its files (``{stem}_{timestamp}.jsonl``).
 
     Every character but lower-case ASCII letters, digits, ASCII punctuation
-    other than ``% < > : " | ? *``, and non-ASCII characters without a case, is
-    written ``%XX`` per UTF-8 byte (upper-case hex), so distinct ids have names
-    that differ even on a case-insensitive file system (``Alice`` is
-    ``%41lice``); a name Windows reads as a device has its first letter escaped
-    (``con`` is ``%63on``). :func:`session_id_of_stem` reverses it. An id that
+    other than ``% < > : " | ? * / \\``, and non-ASCII characters without a
+    case, is written ``%XX`` per UTF-8 byte (upper-case hex), so distinct ids
+    have names that differ even on a case-insensitive file system (``Alice`` is
+    ``%41lice``); a leading ``.`` is written ``%2E`` (``..`` is ``%2E.``), and a
+    name Windows reads as a device has its first letter escaped (``con`` is
+    ``%63on``). :func:`session_id_of_stem` reverses it. An id that
     was a file name as it is and would escape to more than ``MAX_STEM_BYTES``
     is named by itself, as before ids were escaped; any other id that long is
     a ``ValueError``.
     """
     stem = "".join(map(_escape, session_id))
-    if _is_device(stem):
+    if stem.startswith("."):  # never hidden, never "." or ".."
+        stem = f"%2E{stem[1:]}"
+    elif _is_device(stem):
         stem = f"%{ord(stem[0]):02X}{stem[1:]}"
     if len(stem.encode("utf-8")) <= MAX_STEM_BYTES:
         return stem
@@ -367,9 +378,18 @@ HANDLE_KEY: Final = "handle"
 handles existed have none, and still load)."""
 
 
+_HANDLE_RE: Final = re.compile(r"[a-z]-[0-9a-f]{12}")
+
+
 def check_handle(handle: object) -> str:
     """Refuse a handle that is not a non-empty ``str`` (``TypeError`` / ``ValueError``)."""
     return check_name("handle", handle)
+
+
+def is_handle(handle: str) -> bool:
+    """Whether ``handle`` has the form of a recall handle (``r-1a2b3c4d5e6f``): any
+    other string names no record, and a store answers ``None`` without reading."""
+    return _HANDLE_RE.fullmatch(handle) is not None
 
 
 def matching_record(

@@ -123,8 +123,13 @@ def _unlink_quietly(path: Path) -> None:
         logger.debug("could not remove temporary file %s", path, exc_info=True)
 
 
-def _append_line(fd: int, line: bytes) -> int:
-    """Append ``line`` on a line of its own under the file's lock; the size it had before."""
+def _append_line(fd: int, line: bytes) -> tuple[int, int]:
+    """Append ``line`` on a line of its own under the file's lock; the size the file
+    had before and the size it has after the append.
+
+    A write that fails is taken back (see :func:`_take_back`), so that writing
+    the same line again leaves it in the file once.
+    """
     # Appends to one file are serialised within the process; the lock is
     # that file's own, so a stalled write never holds up another archive.
     file_lock = _lock_for(os.fstat(fd))
@@ -135,8 +140,41 @@ def _append_line(fd: int, line: bytes) -> int:
             if os.read(fd, 1) != b"\n":
                 # A writer was killed mid-line: start on a fresh line.
                 line = b"\n" + line
-        _write_all(fd, line)
-    return size
+        try:
+            _write_all(fd, line)
+        except BaseException:
+            _cut_back(fd, size, size + len(line))
+            raise
+    return size, size + len(line)
+
+
+def _take_back(fd: int, size: int, end: int) -> None:
+    """Cut the file back to ``size`` after an append to ``end`` that failed (its
+    ``fsync``), so that the retry's lines are the only copy."""
+    try:
+        file_lock = _lock_for(os.fstat(fd))
+    except OSError:
+        logger.warning("could not take back a failed append to an archive", exc_info=True)
+        return
+    with file_lock.lock:
+        _cut_back(fd, size, end)
+
+
+def _cut_back(fd: int, size: int, end: int) -> None:
+    """Truncate to ``size`` when what follows it is at most this append's ``end``
+    (no other writer appended since); otherwise leave the file with a warning."""
+    try:
+        now = os.fstat(fd).st_size
+        if size <= now <= end:
+            os.ftruncate(fd, size)
+            return
+    except OSError:
+        logger.warning("could not take back a failed append to an archive", exc_info=True)
+        return
+    logger.warning(
+        "a failed append to an archive stays in the file (another writer appended "
+        "after it): its records may be there twice after the retry"
+    )
 
 
 def _ensure_directory(directory: Path) -> None:

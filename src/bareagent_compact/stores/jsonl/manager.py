@@ -4,6 +4,7 @@ one directory, with the archive of :mod:`~bareagent_compact.stores.jsonl.archive
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -78,6 +79,8 @@ class JsonlTranscriptManager(JsonlArchive):
         self.directory = Path(os.fspath(directory)).expanduser().absolute()
         self.clock = clock
         self._last: datetime | None = None
+        self._indexes = {}
+        self._indexes_lock = threading.Lock()
         self._open_writer(write_behind)
 
     def __repr__(self) -> str:

@@ -71,9 +71,13 @@ class SqlArchive(SqlConnections, ArchiveWrites[tuple[str, str]]):
 
     def read_archived(self, session_id: str, handle: str) -> ArchiveRecord | None:
         """The archived record of ``session_id`` whose ``handle`` is ``handle``, or
-        ``None`` (only that session's rows are read; see ``docs/recall.md``)."""
+        ``None`` (only that session's rows are read; see ``docs/recall.md``).
+        A string that is not a handle's form (``r-1a2b3c4d5e6f``) is ``None``
+        without a query, whatever the driver makes of it."""
         session_id = check_session_id(session_id)
         handle = codec.check_handle(handle)
+        if not codec.is_handle(handle):
+            return None
         self.flush()
         rows = self._fetchall(
             "SELECT seq, record FROM bareagent_archive WHERE session_id = ? AND record LIKE ?"
