@@ -452,6 +452,54 @@ def test_a_history_rewritten_meanwhile_is_left_as_the_caller_made_it(
     run(main())
 
 
+def test_a_summarised_message_edited_in_place_between_calls_voids_the_swap() -> None:
+    async def main() -> None:
+        provider = GatedProvider()
+        compactor, messages = await started(provider)
+        messages[1]["content"] = "an edited request"
+        grow(messages, 0)
+        assert (await compactor(messages)).action is Action.NONE  # still running
+        mine = list(messages)
+        provider.release.set()
+        await settle()
+        result = await compactor(messages)
+        assert result.action is Action.FAILED and result.reason is Reason.HISTORY_CHANGED
+        assert messages[1]["content"] == "an edited request"
+        assert all(a is b for a, b in zip(messages, mine, strict=True))
+
+    run(main())
+
+
+def test_a_summarised_message_edited_by_another_task_while_the_call_waits_voids_the_swap() -> None:
+    async def main() -> None:
+        provider = GatedProvider()
+        compactor, messages = await started(provider)
+        call = asyncio.create_task(compactor(messages, force=True))
+        await settle()
+        assert not call.done()  # waiting for the summary
+        messages[3]["content"][0]["content"] = "rewritten output"
+        provider.release.set()
+        result = await call
+        assert result.action is Action.FAILED and result.reason is Reason.HISTORY_CHANGED
+        assert messages[3]["content"][0]["content"] == "rewritten output"
+
+    run(main())
+
+
+def test_a_system_message_edited_meanwhile_does_not_void_the_swap() -> None:
+    async def main() -> None:
+        provider = GatedProvider()
+        compactor, messages = await started(provider)
+        messages[0]["content"] = "You are an agent. Updated."
+        provider.release.set()
+        await settle()
+        result = await compactor(messages)
+        assert result.action is Action.FULL
+        assert messages[0]["content"] == "You are an agent. Updated."
+
+    run(main())
+
+
 def test_a_summary_cancelled_with_its_event_loop_is_reported_by_the_next_loop(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

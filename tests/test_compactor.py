@@ -274,6 +274,38 @@ def test_keyboard_interrupt_in_the_provider_is_not_swallowed(make_history: Histo
         Compactor(RecordingProvider(KeyboardInterrupt()))(messages, force=True)
 
 
+def test_a_summarised_message_edited_in_place_during_the_summary_voids_the_rebuild(
+    make_history: History, caplog: pytest.LogCaptureFixture
+) -> None:
+    messages = make_history(rounds=3)
+
+    def provider(prompt: list[dict[str, Any]]) -> str:
+        messages[1]["content"] = "an edited request"  # another thread, meanwhile
+        return "S"
+
+    mine = list(messages)
+    with caplog.at_level(logging.WARNING, logger="bareagent_compact"):
+        result = Compactor(provider)(messages, force=True)
+    assert result.action is Action.FAILED and result.reason is Reason.HISTORY_CHANGED
+    assert messages[1]["content"] == "an edited request"
+    assert all(a is b for a, b in zip(messages, mine, strict=True))
+    assert "edited in place while the summary was made" in caplog.text
+
+
+def test_a_summarised_tool_result_edited_in_place_by_the_hook_voids_the_rebuild(
+    make_history: History,
+) -> None:
+    messages = make_history(rounds=3)
+    edited = messages[3]["content"][0]
+
+    def before_compact(event: Any) -> None:
+        edited["content"] = "rewritten output"
+
+    result = Compactor(lambda prompt: "S", before_compact=before_compact)(messages, force=True)
+    assert result.reason is Reason.HISTORY_CHANGED
+    assert messages[3]["content"][0] is edited and edited["content"] == "rewritten output"
+
+
 # Step 8: the rebuilt history.
 def test_rebuild_keeps_every_system_message_as_a_deep_copy_in_order(
     provider: RecordingProvider,

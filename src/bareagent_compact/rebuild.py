@@ -55,6 +55,8 @@ class Plan:
     artefact, what comes before it, and the results of its message's calls."""
     focus: str | None = None
     """The focus instructions (constructor, call, ``before_compact``), or ``None``."""
+    sources: tuple[int, ...] = ()
+    """Where the messages of ``source`` are in ``snapshot``."""
 
     @property
     def kept(self) -> list[Message]:
@@ -184,6 +186,8 @@ def rebuild(
     summary: str | ServerSummary,
     acknowledgement: str,
     covered: int | None = None,
+    *,
+    unedited: Callable[[], bool] | None = None,
 ) -> list[Message] | None:
     """Step 8, in place: systems, summary, acknowledgement (unless a kept assistant
     turn follows), kept tail, pending turn, and whatever arrived meanwhile. A
@@ -194,7 +198,8 @@ def rebuild(
     or the provider itself) are kept after the pending turn, and system
     messages are copied as they are now. Returns the rebuilt messages (without
     those that arrived); ``None``, with nothing rebuilt, if the list was
-    changed other than by appending.
+    changed other than by appending, or ``unedited`` (asked last; it logs why)
+    says a summarised message was edited in place.
     """
     current = list(messages)
     if not appended_only(current, plan.snapshot):
@@ -202,6 +207,8 @@ def rebuild(
             "the history was changed other than by appending while the summary was "
             "made; history left as it is"
         )
+        return None
+    if unedited is not None and not unedited():
         return None
     rebuilt = [
         *plan.snapshot[: plan.fixed_end],

@@ -13,6 +13,7 @@ from bareagent_compact.engine.full import plan as planning
 from bareagent_compact.engine.full.attempt import Attempt
 from bareagent_compact.engine.full.commit import after, conclude
 from bareagent_compact.engine.full.summarise import snapshot, summarise
+from bareagent_compact.engine.full.watch import watching
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.turn import Turn
 from bareagent_compact.protocols import Message
@@ -72,6 +73,7 @@ def swap(
     pending = parts.pending
     assert pending is not None
     due = attempt.force or attempt.tokens > parts.options.threshold
+    watched = None if pending.edited else watching(turn)
     answer: Outcome | None = yield CollectRequest(pending.handle, due)
     if answer is None:
         return None
@@ -84,7 +86,7 @@ def swap(
         pending.attempt, force=attempt.force, tokens=attempt.tokens, truncated=attempt.truncated
     )
     joined.calls, joined.parts = done.calls, done.parts
-    result = conclude(parts, turn, pending.plan, joined, done)
+    result = conclude(parts, turn, pending.plan, joined, done, watched=watched)
     yield from after(parts, result, joined.summary if result.action is Action.FULL else None)
     return result
 

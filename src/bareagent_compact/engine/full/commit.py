@@ -4,11 +4,13 @@ compaction's result says; the ``after_compact`` hook."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator
+from collections.abc import Callable, Generator
+from functools import partial
 from typing import Any
 
 from bareagent_compact.engine.full.attempt import Attempt
 from bareagent_compact.engine.full.summarise import inflated, with_pins
+from bareagent_compact.engine.full.watch import EDITED, edited
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.turn import Turn
 from bareagent_compact.protocols import Message
@@ -21,25 +23,50 @@ logger = logging.getLogger("bareagent_compact.compactor")
 
 
 def conclude(
-    parts: Parts, turn: Turn, made: Plan, attempt: Attempt, done: Summarized
+    parts: Parts,
+    turn: Turn,
+    made: Plan,
+    attempt: Attempt,
+    done: Summarized,
+    *,
+    watched: bool | None,
 ) -> CompactionResult:
-    """Check the summary (pinned facts, never a bigger history), rebuild, commit."""
+    """Check the summary (pinned facts, never a bigger history), rebuild, commit.
+    ``watched``: the history cache held the history summarised, so a summarised
+    message edited in place since voids the rebuild (``False``: not known;
+    ``None``: known to be edited)."""
+    unedited = partial(_unedited, turn, made, watched)
     if done.server is not None:
-        return _conclude_server(parts, turn, made, attempt, done)
+        return _conclude_server(parts, turn, made, attempt, done, unedited=unedited)
     if done.text is None:
         return attempt.failure(parts.trigger, done.reason or Reason.UNUSABLE_SUMMARY)
     summary = with_pins(parts, made, done.text, attempt)
     if summary is None:
         return attempt.failure(parts.trigger, Reason.INFLATED_SUMMARY)
     attempt.summary = summary
-    rebuilt = rebuild(turn.messages, made, summary, parts.options.derived.acknowledgement)
+    acknowledgement = parts.options.derived.acknowledgement
+    rebuilt = rebuild(turn.messages, made, summary, acknowledgement, unedited=unedited)
     if rebuilt is None:
         return attempt.failure(parts.trigger, Reason.HISTORY_CHANGED)
     return _commit(parts, turn, made, attempt, rebuilt)
 
 
+def _unedited(turn: Turn, made: Plan, watched: bool | None) -> bool:
+    """Whether no summarised message is known to be edited in place (logged)."""
+    if watched is None or (watched and edited(turn, made)):
+        logger.warning(EDITED)
+        return False
+    return True
+
+
 def _conclude_server(
-    parts: Parts, turn: Turn, made: Plan, attempt: Attempt, done: Summarized
+    parts: Parts,
+    turn: Turn,
+    made: Plan,
+    attempt: Attempt,
+    done: Summarized,
+    *,
+    unedited: Callable[[], bool],
 ) -> CompactionResult:
     """A server's artefact: never a bigger history (counted as the server reads
     it), then placed exactly as returned; no pinned facts (it is opaque)."""
@@ -49,7 +76,7 @@ def _conclude_server(
         return attempt.failure(parts.trigger, Reason.INFLATED_SUMMARY)
     attempt.summary = server.text
     acknowledgement = parts.options.derived.acknowledgement
-    rebuilt = rebuild(turn.messages, made, server, acknowledgement, done.covered)
+    rebuilt = rebuild(turn.messages, made, server, acknowledgement, done.covered, unedited=unedited)
     if rebuilt is None:
         return attempt.failure(parts.trigger, Reason.HISTORY_CHANGED)
     return _commit(parts, turn, made, attempt, rebuilt)
