@@ -242,6 +242,30 @@ def test_the_snapshot_is_saved_before_the_summary_as_the_history_was_at_the_star
     run(main())
 
 
+def test_the_snapshot_belongs_to_the_session_of_the_summarised_history() -> None:
+    async def main() -> None:
+        transcripts = MemoryTranscripts()
+        provider = GatedProvider()
+        messages = history()
+        threshold = math.ceil(tokens(messages) / 0.6)
+        compactor = AsyncCompactor(
+            provider,
+            transcripts,
+            threshold,
+            "alpha",
+            background_at=0.5,
+            keep_recent=100,
+        )
+        assert (await compactor(messages)).action is Action.NONE
+        assert compactor.background_pending
+        compactor.set_session_id("beta")  # a REPL's /new, before the task ran
+        provider.release.set()
+        await settle()
+        assert transcripts.saved and transcripts.saved[0][1] == "alpha"
+
+    run(main())
+
+
 @pytest.mark.parametrize("dialect", sorted(DIALECTS))
 def test_background_swap_keeps_appended_messages_and_tool_pairs_over_random_histories(
     dialect: str,

@@ -44,7 +44,8 @@ def start(parts: Parts, turn: Turn, attempt: Attempt) -> Steps:
     except ValueError:
         logger.warning("compaction skipped: history cannot be encoded", exc_info=True)
         return attempt.failure(parts.trigger, Reason.NOT_ENCODABLE)
-    started: Outcome = yield StartRequest(_prepare(parts, made, attempt, copy))
+    prepared = _prepare(parts, made, attempt, copy, parts.session_id)
+    started: Outcome = yield StartRequest(prepared)
     parts.pending = Pending(made, attempt, started.value)
     logger.info(
         "summary of %d messages started in the background at %d of %d tokens",
@@ -56,10 +57,12 @@ def start(parts: Parts, turn: Turn, attempt: Attempt) -> Steps:
 
 
 def _prepare(
-    parts: Parts, made: Plan, attempt: Attempt, copy: list[Message]
+    parts: Parts, made: Plan, attempt: Attempt, copy: list[Message], session_id: str
 ) -> Generator[Request, Any, Summarized]:
-    """The background part: save the snapshot, then summarise (steps 5-7)."""
-    if not (yield from snapshot(parts, made, attempt, copy)):
+    """The background part: save the snapshot under ``session_id`` (the session of
+    the history summarised, even if ``set_session_id`` ran since), then summarise
+    (steps 5-7)."""
+    if not (yield from snapshot(parts, made, attempt, copy, session_id)):
         return Summarized(None, Reason.SNAPSHOT_FAILED, 0, 0)
     return (yield from summarise(parts, made))
 
