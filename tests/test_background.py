@@ -524,6 +524,40 @@ def test_a_system_message_edited_meanwhile_does_not_void_the_swap() -> None:
     run(main())
 
 
+def test_a_trailing_reminder_replaced_every_turn_keeps_the_background_summary() -> None:
+    async def main() -> None:
+        provider = GatedProvider()
+        messages = history()
+        messages.append({"role": "system", "content": "reminder 0"})
+        threshold = math.ceil(tokens(messages) / 0.6)
+        compactor = AsyncCompactor(
+            provider, threshold=threshold, background_at=0.5, keep_recent=100
+        )
+        assert (await compactor(messages)).action is Action.NONE
+        assert compactor.background_pending
+        snapshot = list(messages)
+        appended: list[Any] = []
+        for turn in range(1, 3):  # the loop: drop the last reminder, append a new one
+            assert messages.pop()["content"] == f"reminder {turn - 1}"
+            appended += grow(messages, turn)
+            reminder = {"role": "system", "content": f"reminder {turn}"}
+            messages.append(reminder)
+            if turn == 1:
+                assert (await compactor(messages)).action is Action.NONE
+        provider.release.set()
+        await settle()
+        before = list(messages)
+        result = await compactor(messages)
+        assert result.action is Action.FULL and result.reason is None
+        assert messages[-1] == {"role": "system", "content": "reminder 2"}
+        assert [m["content"] for m in messages].count("reminder 0") == 0
+        assert_swapped(messages, snapshot[:-1], [*appended, reminder])
+        assert compactor.undo(messages, result)
+        assert all(a is b for a, b in zip(messages, before, strict=True))
+
+    run(main())
+
+
 def test_a_summary_cancelled_with_its_event_loop_is_reported_by_the_next_loop(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -306,6 +306,27 @@ def test_a_summarised_tool_result_edited_in_place_by_the_hook_voids_the_rebuild(
     assert messages[3]["content"][0] is edited and edited["content"] == "rewritten output"
 
 
+def test_a_trailing_reminder_replaced_during_the_summary_keeps_the_summary(
+    make_history: History,
+) -> None:
+    messages = make_history(rounds=3)
+    messages.append({"role": "system", "content": "reminder 0"})
+    fresh = {"role": "system", "content": "reminder 1"}
+
+    def provider(prompt: list[dict[str, Any]]) -> str:
+        messages.pop()  # the loop swaps its reminder meanwhile
+        messages.append(fresh)
+        return "S"
+
+    compactor = Compactor(provider)
+    result = compactor(messages, force=True)
+    assert result.action is Action.FULL
+    assert messages[-1] is fresh and "reminder 0" not in str(messages)
+    assert messages[1]["content"] == SUMMARY_PREFIX + "S"
+    assert compactor.undo(messages, result)
+    assert messages[-1] is fresh and len(messages) == 3 * 2 + 3
+
+
 # Step 8: the rebuilt history.
 def test_rebuild_keeps_every_system_message_as_a_deep_copy_in_order(
     provider: RecordingProvider,

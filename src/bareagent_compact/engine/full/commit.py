@@ -13,8 +13,7 @@ from bareagent_compact.engine.full.summarise import inflated, with_pins
 from bareagent_compact.engine.full.watch import EDITED, edited
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.turn import Turn
-from bareagent_compact.protocols import Message
-from bareagent_compact.rebuild import Plan, rebuild, warn_about
+from bareagent_compact.rebuild import Plan, Rebuilt, rebuild, warn_about
 from bareagent_compact.requests import HookRequest, Outcome, Request
 from bareagent_compact.result import Action, CompactionResult, Reason
 from bareagent_compact.summarize import Summarized
@@ -83,11 +82,12 @@ def _conclude_server(
 
 
 def _commit(
-    parts: Parts, turn: Turn, made: Plan, attempt: Attempt, rebuilt: list[Message]
+    parts: Parts, turn: Turn, made: Plan, attempt: Attempt, done: Rebuilt
 ) -> CompactionResult:
     """The rebuilt history's result; nothing here may raise, the summary is in
     hand and the history rebuilt."""
     messages = turn.messages
+    rebuilt = done.messages
     parts.counter.edited()
     turn.edited(0)
     parts.view.rescan(moved=True)  # the positions the scans knew are gone
@@ -111,7 +111,7 @@ def _commit(
         None,
         summary_calls=attempt.calls,
         parts=attempt.parts,
-        replaced=tuple(made.snapshot),
+        replaced=tuple(done.replaced),
         rebuilt=tuple(rebuilt),
     )
 
