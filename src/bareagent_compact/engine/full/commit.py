@@ -13,9 +13,10 @@ from bareagent_compact.engine.full.summarise import inflated, with_pins
 from bareagent_compact.engine.full.watch import EDITED, edited
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.turn import Turn
-from bareagent_compact.rebuild import Plan, Rebuilt, rebuild, warn_about
+from bareagent_compact.rebuild import Plan, Rebuilt, rebuild, replacement, warn_about
 from bareagent_compact.requests import HookRequest, Outcome, Request
 from bareagent_compact.result import Action, CompactionResult, Reason
+from bareagent_compact.server_summary import unfit
 from bareagent_compact.summarize import Summarized
 
 logger = logging.getLogger("bareagent_compact.compactor")
@@ -67,14 +68,23 @@ def _conclude_server(
     *,
     unedited: Callable[[], bool],
 ) -> CompactionResult:
-    """A server's artefact: never a bigger history (counted as the server reads
-    it), then placed exactly as returned; no pinned facts (it is opaque)."""
+    """A server's artefact: messages that keep every tool call paired (checked as
+    placed), never a bigger history (counted as the server reads it), then placed
+    exactly as returned; no pinned facts (it is opaque)."""
     server = done.server
     assert server is not None
+    acknowledgement = parts.options.derived.acknowledgement
+    placed = [
+        *made.snapshot[: made.fixed_end],
+        *made.systems,
+        *replacement(made, server, acknowledgement, done.covered),
+        *made.snapshot[made.head_end :],
+    ]
+    if unfit(server, placed, made.snapshot) is not None:
+        return attempt.failure(parts.trigger, Reason.UNUSABLE_SUMMARY)
     if inflated(parts, made, server, attempt, covered=done.covered):
         return attempt.failure(parts.trigger, Reason.INFLATED_SUMMARY)
     attempt.summary = server.text
-    acknowledgement = parts.options.derived.acknowledgement
     rebuilt = rebuild(turn.messages, made, server, acknowledgement, done.covered, unedited=unedited)
     if rebuilt is None:
         return attempt.failure(parts.trigger, Reason.HISTORY_CHANGED)
