@@ -41,9 +41,10 @@ def steps(
         tokens = yield from behind.catch_up(parts, turn, undo)
         prefix_changed = changes_prefix(messages, undo)
         result = yield from full.run(parts, turn, len(undo), tokens)
-    except GeneratorExit:
-        # The driver gave up (cancelled or interrupted) during a request: the
-        # history goes back exactly as it was, and what was cut is looked at again.
+    except BaseException:
+        # The driver gave up (cancelled or interrupted) during a request, or an
+        # interrupt came while the summary was read or counted: the history goes
+        # back exactly as it was, and what was cut is looked at again.
         undo_micro(undo)
         parts.view.rescan()
         raise

@@ -13,7 +13,15 @@ from bareagent_compact.engine.full.summarise import inflated, with_pins
 from bareagent_compact.engine.full.watch import EDITED, edited
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.turn import Turn
-from bareagent_compact.rebuild import Plan, Rebuilt, rebuild, replacement, warn_about
+from bareagent_compact.protocols import Message
+from bareagent_compact.rebuild import (
+    Plan,
+    Rebuilt,
+    rebuild,
+    replace_all,
+    replacement,
+    warn_about,
+)
 from bareagent_compact.requests import HookRequest, Outcome, Request
 from bareagent_compact.result import Action, CompactionResult, Reason
 from bareagent_compact.server_summary import unfit
@@ -95,23 +103,19 @@ def _commit(
     parts: Parts, turn: Turn, made: Plan, attempt: Attempt, done: Rebuilt
 ) -> CompactionResult:
     """The rebuilt history's result; nothing here may raise, the summary is in
-    hand and the history rebuilt."""
+    hand and the history rebuilt (an interrupt while it is counted puts back the
+    history it replaced, and propagates)."""
     messages = turn.messages
     rebuilt = done.messages
     parts.counter.edited()
     turn.edited(0)
     parts.view.rescan(moved=True)  # the positions the scans knew are gone
-    after = parts.counter.history(parts.view, turn)
-    threshold = parts.options.threshold
-    parts.trigger.succeeded(after > threshold)
     try:
-        arrived = len(messages) - len(rebuilt)
-        without = (
-            (arrived, parts.counter.count_live(rebuilt)) if after > threshold and arrived else None
-        )
-        warn_about(messages, made, attempt.tokens, after, threshold, arrived=without)
-    except Exception:  # a malformed block must not turn success into an exception
-        logger.warning("could not check the rebuilt history", exc_info=True)
+        after = _counted(parts, turn, made, attempt, rebuilt)
+    except BaseException:
+        replace_all(messages, [*done.replaced, *list(messages)[len(rebuilt) :]])
+        raise
+    parts.trigger.succeeded(after > parts.options.threshold)
     return CompactionResult(
         Action.FULL,
         attempt.tokens,
@@ -124,6 +128,24 @@ def _commit(
         replaced=tuple(done.replaced),
         rebuilt=tuple(rebuilt),
     )
+
+
+def _counted(
+    parts: Parts, turn: Turn, made: Plan, attempt: Attempt, rebuilt: list[Message]
+) -> int:
+    """The rebuilt history's count, and the warnings about it."""
+    messages = turn.messages
+    after = parts.counter.history(parts.view, turn)
+    threshold = parts.options.threshold
+    try:
+        arrived = len(messages) - len(rebuilt)
+        without = (
+            (arrived, parts.counter.count_live(rebuilt)) if after > threshold and arrived else None
+        )
+        warn_about(messages, made, attempt.tokens, after, threshold, arrived=without)
+    except Exception:  # a malformed block must not turn success into an exception
+        logger.warning("could not check the rebuilt history", exc_info=True)
+    return after
 
 
 def after(
