@@ -242,6 +242,30 @@ def test_the_snapshot_is_saved_before_the_summary_as_the_history_was_at_the_star
     run(main())
 
 
+def test_the_snapshot_belongs_to_the_session_of_the_summarised_history() -> None:
+    async def main() -> None:
+        transcripts = MemoryTranscripts()
+        provider = GatedProvider()
+        messages = history()
+        threshold = math.ceil(tokens(messages) / 0.6)
+        compactor = AsyncCompactor(
+            provider,
+            transcripts,
+            threshold,
+            "alpha",
+            background_at=0.5,
+            keep_recent=100,
+        )
+        assert (await compactor(messages)).action is Action.NONE
+        assert compactor.background_pending
+        compactor.set_session_id("beta")  # a REPL's /new, before the task ran
+        provider.release.set()
+        await settle()
+        assert transcripts.saved and transcripts.saved[0][1] == "alpha"
+
+    run(main())
+
+
 @pytest.mark.parametrize("dialect", sorted(DIALECTS))
 def test_background_swap_keeps_appended_messages_and_tool_pairs_over_random_histories(
     dialect: str,
@@ -448,6 +472,88 @@ def test_a_history_rewritten_meanwhile_is_left_as_the_caller_made_it(
         assert all(a is b for a, b in zip(messages, mine, strict=True))
         assert "changed other than by appending" in caplog.text
         assert not compactor.background_pending
+
+    run(main())
+
+
+def test_a_summarised_message_edited_in_place_between_calls_voids_the_swap() -> None:
+    async def main() -> None:
+        provider = GatedProvider()
+        compactor, messages = await started(provider)
+        messages[1]["content"] = "an edited request"
+        grow(messages, 0)
+        assert (await compactor(messages)).action is Action.NONE  # still running
+        mine = list(messages)
+        provider.release.set()
+        await settle()
+        result = await compactor(messages)
+        assert result.action is Action.FAILED and result.reason is Reason.HISTORY_CHANGED
+        assert messages[1]["content"] == "an edited request"
+        assert all(a is b for a, b in zip(messages, mine, strict=True))
+
+    run(main())
+
+
+def test_a_summarised_message_edited_by_another_task_while_the_call_waits_voids_the_swap() -> None:
+    async def main() -> None:
+        provider = GatedProvider()
+        compactor, messages = await started(provider)
+        call = asyncio.create_task(compactor(messages, force=True))
+        await settle()
+        assert not call.done()  # waiting for the summary
+        messages[3]["content"][0]["content"] = "rewritten output"
+        provider.release.set()
+        result = await call
+        assert result.action is Action.FAILED and result.reason is Reason.HISTORY_CHANGED
+        assert messages[3]["content"][0]["content"] == "rewritten output"
+
+    run(main())
+
+
+def test_a_system_message_edited_meanwhile_does_not_void_the_swap() -> None:
+    async def main() -> None:
+        provider = GatedProvider()
+        compactor, messages = await started(provider)
+        messages[0]["content"] = "You are an agent. Updated."
+        provider.release.set()
+        await settle()
+        result = await compactor(messages)
+        assert result.action is Action.FULL
+        assert messages[0]["content"] == "You are an agent. Updated."
+
+    run(main())
+
+
+def test_a_trailing_reminder_replaced_every_turn_keeps_the_background_summary() -> None:
+    async def main() -> None:
+        provider = GatedProvider()
+        messages = history()
+        messages.append({"role": "system", "content": "reminder 0"})
+        threshold = math.ceil(tokens(messages) / 0.6)
+        compactor = AsyncCompactor(
+            provider, threshold=threshold, background_at=0.5, keep_recent=100
+        )
+        assert (await compactor(messages)).action is Action.NONE
+        assert compactor.background_pending
+        snapshot = list(messages)
+        appended: list[Any] = []
+        for turn in range(1, 3):  # the loop: drop the last reminder, append a new one
+            assert messages.pop()["content"] == f"reminder {turn - 1}"
+            appended += grow(messages, turn)
+            reminder = {"role": "system", "content": f"reminder {turn}"}
+            messages.append(reminder)
+            if turn == 1:
+                assert (await compactor(messages)).action is Action.NONE
+        provider.release.set()
+        await settle()
+        before = list(messages)
+        result = await compactor(messages)
+        assert result.action is Action.FULL and result.reason is None
+        assert messages[-1] == {"role": "system", "content": "reminder 2"}
+        assert [m["content"] for m in messages].count("reminder 0") == 0
+        assert_swapped(messages, snapshot[:-1], [*appended, reminder])
+        assert compactor.undo(messages, result)
+        assert all(a is b for a, b in zip(messages, before, strict=True))
 
     run(main())
 

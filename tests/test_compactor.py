@@ -274,6 +274,109 @@ def test_keyboard_interrupt_in_the_provider_is_not_swallowed(make_history: Histo
         Compactor(RecordingProvider(KeyboardInterrupt()))(messages, force=True)
 
 
+def test_a_summarised_message_edited_in_place_during_the_summary_voids_the_rebuild(
+    make_history: History, caplog: pytest.LogCaptureFixture
+) -> None:
+    messages = make_history(rounds=3)
+
+    def provider(prompt: list[dict[str, Any]]) -> str:
+        messages[1]["content"] = "an edited request"  # another thread, meanwhile
+        return "S"
+
+    mine = list(messages)
+    with caplog.at_level(logging.WARNING, logger="bareagent_compact"):
+        result = Compactor(provider)(messages, force=True)
+    assert result.action is Action.FAILED and result.reason is Reason.HISTORY_CHANGED
+    assert messages[1]["content"] == "an edited request"
+    assert all(a is b for a, b in zip(messages, mine, strict=True))
+    assert "edited in place while the summary was made" in caplog.text
+
+
+def test_a_summarised_tool_result_edited_in_place_by_the_hook_voids_the_rebuild(
+    make_history: History,
+) -> None:
+    messages = make_history(rounds=3)
+    edited = messages[3]["content"][0]
+
+    def before_compact(event: Any) -> None:
+        edited["content"] = "rewritten output"
+
+    result = Compactor(lambda prompt: "S", before_compact=before_compact)(messages, force=True)
+    assert result.reason is Reason.HISTORY_CHANGED
+    assert messages[3]["content"][0] is edited and edited["content"] == "rewritten output"
+
+
+def test_a_trailing_reminder_replaced_during_the_summary_keeps_the_summary(
+    make_history: History,
+) -> None:
+    messages = make_history(rounds=3)
+    messages.append({"role": "system", "content": "reminder 0"})
+    fresh = {"role": "system", "content": "reminder 1"}
+
+    def provider(prompt: list[dict[str, Any]]) -> str:
+        messages.pop()  # the loop swaps its reminder meanwhile
+        messages.append(fresh)
+        return "S"
+
+    compactor = Compactor(provider)
+    result = compactor(messages, force=True)
+    assert result.action is Action.FULL
+    assert messages[-1] is fresh and "reminder 0" not in str(messages)
+    assert messages[1]["content"] == SUMMARY_PREFIX + "S"
+    assert compactor.undo(messages, result)
+    assert messages[-1] is fresh and len(messages) == 3 * 2 + 3
+
+
+class InterruptedText:
+    """A provider's answer whose text raises ``KeyboardInterrupt`` when read."""
+
+    @property
+    def text(self) -> str:
+        raise KeyboardInterrupt
+
+
+def interrupting_counter(when: Callable[[list[Any]], bool]) -> Callable[[list[Any]], int]:
+    """A token counter that raises ``KeyboardInterrupt`` on the lists ``when`` picks."""
+
+    def count(messages: list[Any]) -> int:
+        if when(messages):
+            raise KeyboardInterrupt
+        return estimate_tokens(messages)
+
+    return count
+
+
+def holds_summary(messages: list[Any]) -> bool:
+    return any(str(m.get("content")).startswith(SUMMARY_PREFIX) for m in messages)
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["the provider", "reading the summary", "counting the summary", "counting the rebuild"],
+)
+def test_an_interrupt_anywhere_in_the_summary_leaves_the_history_exactly_as_it_was(
+    make_history: History, where: str
+) -> None:
+    messages = make_history(rounds=6, size=2000)
+    before = copy.deepcopy(messages)
+    provider: Callable[[Any], Any] = lambda prompt: "S"  # noqa: E731
+    counter = None
+    if where == "the provider":
+        provider = RecordingProvider(KeyboardInterrupt())
+    elif where == "reading the summary":
+        provider = lambda prompt: InterruptedText()  # noqa: E731
+    elif where == "counting the summary":
+        counter = interrupting_counter(lambda m: len(m) <= 2 and holds_summary(m))
+    else:
+        counter = interrupting_counter(lambda m: len(m) > 3 and holds_summary(m))
+    compactor = Compactor(provider, token_counter=counter)
+    with pytest.raises(KeyboardInterrupt):
+        compactor(messages, force=True)
+    assert messages == before  # micro-compaction's truncations were put back too
+    result = Compactor(lambda prompt: "S")(messages, force=True)
+    assert result.action is Action.FULL and result.truncated > 0
+
+
 # Step 8: the rebuilt history.
 def test_rebuild_keeps_every_system_message_as_a_deep_copy_in_order(
     provider: RecordingProvider,

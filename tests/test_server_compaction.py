@@ -365,3 +365,60 @@ def test_thinking_of_a_tool_loop_followed_by_a_user_text_reminder_is_kept() -> N
     assert result.thinking_cleared == 1 and history[1]["content"] == [
         {"type": "text", "text": "old"}
     ]
+
+
+def tool_loop_history() -> list[Any]:
+    return [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": big("old question")},
+        {"role": "assistant", "content": big("old answer")},
+        {"role": "user", "content": big("live question")},
+        {"role": "assistant", "content": big("live answer")},
+        {"role": "user", "content": "latest"},
+    ]
+
+
+UNANSWERED = {"role": "assistant", "content": [
+    {"type": "compaction", "content": "s"},
+    {"type": "tool_use", "id": "toolu_gone", "name": "bash", "input": {}},
+]}  # fmt: skip
+ORPHAN_RESULT = {"role": "user", "content": [
+    {"type": "tool_result", "tool_use_id": "toolu_gone", "content": "out"},
+]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "artefact",
+    [
+        (UNANSWERED,),
+        ({"role": "assistant", "content": [{"type": "compaction", "content": "s"}]}, ORPHAN_RESULT),
+    ],
+    ids=["unanswered tool_use", "orphan tool_result"],
+)
+def test_a_server_artefact_that_breaks_tool_pairing_is_a_failed_step(
+    artefact: tuple[dict[str, Any], ...], caplog: pytest.LogCaptureFixture
+) -> None:
+    def summarise(request: ServerCompactionRequest) -> ServerSummary:
+        return ServerSummary(copy.deepcopy(artefact), "s")
+
+    summarise.server_compaction = True  # type: ignore[attr-defined]
+    history = tool_loop_history()
+    before = copy.deepcopy(history)
+    result = Compactor(summarise, threshold=100)(history, force=True)
+    assert result.action is Action.FAILED and result.reason == "unusable summary"
+    assert history == before
+    assert "unpaired" in caplog.text
+
+
+def test_a_server_artefact_holding_a_message_that_is_not_one_is_a_failed_step(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def summarise(request: ServerCompactionRequest) -> ServerSummary:
+        return ServerSummary(({"content": "no role"},), "s")
+
+    summarise.server_compaction = True  # type: ignore[attr-defined]
+    history = tool_loop_history()
+    before = copy.deepcopy(history)
+    result = Compactor(summarise, threshold=100)(history, force=True)
+    assert result.action is Action.FAILED and result.reason == "unusable summary"
+    assert history == before

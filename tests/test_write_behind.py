@@ -372,6 +372,84 @@ def test_the_queue_is_bounded(tmp_path: Path) -> None:
     assert written == [1, 2, 3, 4, 5, 6]
 
 
+def within(seconds: float, work: Any) -> Any:
+    """``work()`` run in a thread, its value; fails the test when it did not end
+    within ``seconds`` (a wait without bound)."""
+    done: list[Any] = []
+    worker = threading.Thread(target=lambda: done.append(work()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert done, "still waiting"
+    return done[0]
+
+
+def test_a_writer_stopped_by_a_base_exception_fails_its_records_and_writes_directly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    written: list[int] = []
+
+    def write(items: list[int]) -> None:
+        if 1 in items:
+            raise SystemExit(3)
+        written.extend(items)
+
+    writer: ArchiveWriter[int] = ArchiveWriter(write)
+    with caplog.at_level(logging.ERROR, logger="bareagent_compact"):
+        lost = writer.submit([known(1), known(2)])
+        assert isinstance(lost.exception(10), OSError)  # failed, not left waiting
+    assert any("writer thread stopped" in r.getMessage() for r in caplog.records)
+    assert writer.stopped
+    assert within(10, lambda: writer.flush(10)) is False  # records were not written
+    assert within(10, lambda: writer.submit([known(3)]).result(0)) == [None]  # directly
+    assert written == [3] and writer.pending == 0
+    assert writer.close(10) is False  # reports the lost records, once
+    assert not writer.stopped  # a later submission starts a new thread
+    assert writer.submit([known(4)]).result(10) == [None] and written == [3, 4]
+    assert writer.close(10)
+
+
+def test_a_compactor_keeps_archiving_after_the_writer_thread_stopped(
+    store: tuple[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, mgr = store
+    stopped = threading.Event()
+
+    def stop_the_writer() -> None:
+        on_writer = threading.current_thread().name.startswith("bareagent-archive-writer")
+        if on_writer and not stopped.is_set():
+            stopped.set()
+            raise SystemExit(1)
+
+    real_fsync, real_transaction = os.fsync, SqlTranscriptManager._transaction
+
+    def fsync(fd: int) -> None:
+        stop_the_writer()
+        real_fsync(fd)
+
+    def transaction(self: SqlTranscriptManager, work: Any, *, write: bool) -> Any:
+        if write:
+            stop_the_writer()
+        return real_transaction(self, work, write=write)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(SqlTranscriptManager, "_transaction", transaction)
+    compactor = archiving_compactor(mgr)
+    messages = session()
+    before = copy.deepcopy(messages)
+    assert within(10, lambda: compactor(messages).truncated) == 0
+    assert stopped.wait(10)
+    assert within(10, lambda: mgr.flush(10)) is False
+    assert messages == before and not mgr.write_behind
+    # The records the writer lost are archived again, directly, and truncated.
+    assert within(10, lambda: compactor(messages).truncated) == TRUNCATED
+    assert truncated_ids(messages) == sorted(f"t{turn}" for turn in range(TRUNCATED))
+    messages += tool_round("t12", "bash", output(12))
+    assert within(10, lambda: compactor(messages, force=True).truncated) == 1  # no wait
+    handles = {r["tool_use_id"]: r["handle"] for r in mgr.load_archive("alpha")}
+    assert sorted(handles) == [f"t{turn}" for turn in range(10)]
+    assert all(compactor.recall(handles[f"t{turn}"]) == output(turn) for turn in range(10))
+
+
 def test_a_store_left_open_is_flushed_at_exit(tmp_path: Path) -> None:
     script = (
         "import os, sys, time\n"

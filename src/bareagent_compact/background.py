@@ -8,7 +8,7 @@ appended since and refuses a history changed otherwise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
 from bareagent_compact import dialects
@@ -27,6 +27,18 @@ class Pending(Generic[AttemptT]):
     plan: Plan
     attempt: AttemptT
     handle: object
+    edited: bool = False
+    """Whether a message it summarises was edited in place since it started: the
+    swap is refused."""
+    summarised: frozenset[int] = field(init=False)
+    """The positions of the messages it summarises (``plan.sources``)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "summarised", frozenset(self.plan.sources))
+
+    def voided(self) -> Pending[AttemptT]:
+        """This summary, marked :attr:`edited`."""
+        return replace(self, edited=True)
 
 
 def starts_early(tokens: int, threshold: int, watermark: int | None, force: bool) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, MutableSequence, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from bareagent_compact import dialects
 from bareagent_compact._json import json_copy
@@ -55,6 +55,8 @@ class Plan:
     artefact, what comes before it, and the results of its message's calls."""
     focus: str | None = None
     """The focus instructions (constructor, call, ``before_compact``), or ``None``."""
+    sources: tuple[int, ...] = ()
+    """Where the messages of ``source`` are in ``snapshot``."""
 
     @property
     def kept(self) -> list[Message]:
@@ -165,6 +167,15 @@ def replace_all(messages: MutableSequence[Any], rebuilt: list[Message]) -> None:
         messages.extend(rebuilt)
 
 
+class Rebuilt(NamedTuple):
+    """What a rebuild put in place of what."""
+
+    messages: list[Message]
+    """The rebuilt messages, at the start of the list (those appended meanwhile follow)."""
+    replaced: list[Message]
+    """The messages they stand for (what an undo puts back)."""
+
+
 def _current_systems(plan: Plan) -> list[Message]:
     """The system messages as they are now, or their copies from before the summary."""
     try:
@@ -184,7 +195,9 @@ def rebuild(
     summary: str | ServerSummary,
     acknowledgement: str,
     covered: int | None = None,
-) -> list[Message] | None:
+    *,
+    unedited: Callable[[], bool] | None = None,
+) -> Rebuilt | None:
     """Step 8, in place: systems, summary, acknowledgement (unless a kept assistant
     turn follows), kept tail, pending turn, and whatever arrived meanwhile. A
     :class:`ServerSummary` takes the place of the summary and acknowledgement
@@ -192,17 +205,26 @@ def rebuild(
 
     Messages appended while the summary was made (by another thread or task,
     or the provider itself) are kept after the pending turn, and system
-    messages are copied as they are now. Returns the rebuilt messages (without
-    those that arrived); ``None``, with nothing rebuilt, if the list was
-    changed other than by appending.
+    messages are copied as they are now. When messages after the summarised
+    part were replaced or removed meanwhile (a trailing reminder an agent swaps
+    every turn), the summary replaces the same messages and everything after
+    them stays as it is now (see :func:`_around`). Returns what was rebuilt;
+    ``None``, with nothing rebuilt, if the list was changed otherwise, or
+    ``unedited`` (asked last; it logs why) says a summarised message was edited
+    in place.
     """
     current = list(messages)
-    if not appended_only(current, plan.snapshot):
+    appended = appended_only(current, plan.snapshot)
+    if not appended and not _summarised_intact(current, plan):
         logger.warning(
             "the history was changed other than by appending while the summary was "
             "made; history left as it is"
         )
         return None
+    if unedited is not None and not unedited():
+        return None
+    if not appended:
+        return _around(messages, current, plan, summary, acknowledgement, covered=covered)
     rebuilt = [
         *plan.snapshot[: plan.fixed_end],
         *_current_systems(plan),
@@ -210,7 +232,56 @@ def rebuild(
     ]
     rebuilt += plan.snapshot[plan.head_end :]
     replace_all(messages, [*rebuilt, *current[len(plan.snapshot) :]])
-    return rebuilt
+    return Rebuilt(rebuilt, plan.snapshot)
+
+
+def _summarised_intact(current: list[Any], plan: Plan) -> bool:
+    """Whether ``current`` still opens with the snapshot up to its last summarised
+    message (the same objects)."""
+    if not plan.sources:
+        return False
+    end = plan.sources[-1] + 1
+    return len(current) >= end and all(
+        now is then for now, then in zip(current[:end], plan.snapshot[:end], strict=True)
+    )
+
+
+def _around(
+    messages: MutableSequence[Any],
+    current: list[Any],
+    plan: Plan,
+    summary: str | ServerSummary,
+    acknowledgement: str,
+    *,
+    covered: int | None,
+) -> Rebuilt | None:
+    """The rebuild of a history whose messages after the summarised part were
+    replaced or removed meanwhile: the fixed part, the system messages among the
+    summarised ones (copied as they are now), what replaces the source, then
+    every message after the source as it is now. ``None`` (logged) when that
+    would leave more unpaired tool calls or results than ``current`` has."""
+    end = plan.sources[-1] + 1
+    after = current[end:]
+    try:
+        systems = system_copies(current[plan.fixed_end : end])
+    except ValueError:
+        logger.warning("a system message can no longer be copied; kept as it is", exc_info=True)
+        systems = [m for m in current[plan.fixed_end : end] if dialects.is_system(m)]
+    if isinstance(summary, ServerSummary):
+        rest = plan.source[len(plan.source) if covered is None else covered :]
+        block = [*summary.messages, *rest]
+    else:
+        follows = next((m for m in after if not dialects.is_system(m)), None)
+        block = summary_block(summary, [] if follows is None else [follows], acknowledgement)
+    rebuilt = [*current[: plan.fixed_end], *systems, *block, *after]
+    if len(find_orphans(rebuilt)) > len(find_orphans(current)):
+        logger.warning(
+            "the messages after the summarised part were replaced while the summary "
+            "was made, and the summary would unpair their tool calls; history left as it is"
+        )
+        return None
+    replace_all(messages, rebuilt)
+    return Rebuilt(rebuilt, current)
 
 
 def _dropped_calls(plan: Plan) -> int:

@@ -22,9 +22,11 @@ from typing import Any
 
 from bareagent_compact import dialects
 from bareagent_compact.overflow import is_context_overflow
+from bareagent_compact.pairs import find_orphans
 from bareagent_compact.protocols import Message, ServerCompactionRequest, ServerSummary
 from bareagent_compact.result import Reason
 from bareagent_compact.summarize import MAX_HALVINGS, Summarized, SummaryRequest, segments
+from bareagent_compact.validate import validate_messages
 
 logger = logging.getLogger("bareagent_compact.compactor")
 
@@ -70,6 +72,26 @@ def read_server_summary(answer: Any) -> tuple[ServerSummary | None, Reason | Non
         )
         return None, Reason.UNUSABLE_SUMMARY
     return value, None
+
+
+def unfit(
+    summary: ServerSummary, rebuilt: Sequence[Message], before: Sequence[Message]
+) -> str | None:
+    """Why ``summary`` cannot be placed (logged), or ``None``: each of its messages
+    must be a message, and ``rebuilt`` (the history with it in place) must have
+    no more unpaired tool calls or results than ``before`` (a call the artefact
+    holds with no result after it, a result whose call it summarised away)."""
+    try:
+        validate_messages(list(summary.messages))
+        unpaired = len(find_orphans(rebuilt)) - len(find_orphans(before))
+    except (TypeError, ValueError) as exc:
+        why = f"holds something that is not a message ({exc})"
+    else:
+        if unpaired <= 0:
+            return None
+        why = f"would leave {unpaired} unpaired tool call(s) or result(s)"
+    logger.warning("server summariser returned an artefact that %s; history left as it was", why)
+    return why
 
 
 def summarize_on_server(

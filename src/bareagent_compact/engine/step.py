@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from bareagent_compact.engine.full import run as full
+from bareagent_compact.engine.full.watch import note_edits
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.passes import behind, micro, oversize, prune
 from bareagent_compact.engine.turn import Turn
@@ -26,6 +27,7 @@ def steps(
     """One compaction step on ``messages`` in place."""
     turn = Turn(messages, force, instructions, parts.view.history)
     changed = _changed(parts, turn)
+    note_edits(parts, turn)
     repeat = not force and instructions is None and parts.pending is None
     quiet = _idle_result(parts, turn) if repeat and changed == [] else None
     if quiet is not None:
@@ -39,9 +41,10 @@ def steps(
         tokens = yield from behind.catch_up(parts, turn, undo)
         prefix_changed = changes_prefix(messages, undo)
         result = yield from full.run(parts, turn, len(undo), tokens)
-    except GeneratorExit:
-        # The driver gave up (cancelled or interrupted) during a request: the
-        # history goes back exactly as it was, and what was cut is looked at again.
+    except BaseException:
+        # The driver gave up (cancelled or interrupted) during a request, or an
+        # interrupt came while the summary was read or counted: the history goes
+        # back exactly as it was, and what was cut is looked at again.
         undo_micro(undo)
         parts.view.rescan()
         raise

@@ -96,10 +96,14 @@ class ArchiveWrites(Generic[E]):
 
     @property
     def write_behind(self) -> bool:
-        """Whether archive records are written by a writer thread (``write_behind=True``)."""
-        return self._writer is not None
+        """Whether archive records are written by a writer thread (``write_behind=True``);
+        ``False`` once a ``BaseException`` stopped that thread (records are then
+        written on the caller's thread, until :meth:`close`)."""
+        return self._writer is not None and not self._writer.stopped
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the writer thread has written every record handed to it so far
-        (``write_behind=True``); ``False`` when ``timeout`` seconds passed first."""
+        (``write_behind=True``); ``False`` when ``timeout`` seconds passed first, or
+        when the thread stopped (a ``BaseException`` in a write) before writing
+        records handed to it: their futures fail with ``OSError``."""
         return self._writer is None or self._writer.flush(timeout)

@@ -15,6 +15,12 @@ every writer still holding records is flushed at interpreter exit. A child
 process forked while records were queued does not write them (the parent
 does): their futures fail there, so the child's compactor keeps those results
 whole and archives them again.
+
+A ``BaseException`` in a write (``SystemExit``, ``CancelledError``) stops the
+thread: every record it held fails (``OSError``, the exception as its cause), an
+error is logged, ``flush()`` answers ``False`` and later submissions are written
+on the caller's thread, until ``close()`` (which answers ``False`` too) lets a
+later submission start a new thread.
 """
 
 from __future__ import annotations
@@ -91,6 +97,7 @@ class ArchiveWriter(Generic[E]):
         self._queued = 0  # records submitted and not yet reported
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._stopped: BaseException | None = None  # what ended the thread, when it died
 
     def submit(self, items: list[Callable[[], E]], *, block: bool = True) -> Ticket:
         """Queue records (each as the function that encodes it, see :func:`encoders`);
@@ -102,15 +109,30 @@ class ArchiveWriter(Generic[E]):
                 if not block:
                     raise queue.Full
                 self._changed.wait()
-            self._jobs.append((ticket, items))
-            self._queued += len(items)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="bareagent-archive-writer", daemon=True
-                )
-                self._thread.start()
-            self._changed.notify_all()
+            direct = self._stopped is not None
+            if not direct:
+                self._queue(ticket, items)
+        if direct:
+            commit(self._write, [(ticket, items)])
         return ticket
+
+    def _queue(self, ticket: Ticket, items: list[Callable[[], E]]) -> None:
+        """Hold a submission for the thread (holding the lock), starting it when needed."""
+        self._jobs.append((ticket, items))
+        self._queued += len(items)
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="bareagent-archive-writer", daemon=True
+            )
+            self._thread.start()
+        self._changed.notify_all()
+
+    @property
+    def stopped(self) -> bool:
+        """Whether a ``BaseException`` stopped the thread (records are written on the
+        caller's thread until :meth:`close`)."""
+        with self._changed:
+            return self._stopped is not None
 
     @property
     def pending(self) -> int:
@@ -120,17 +142,20 @@ class ArchiveWriter(Generic[E]):
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every record submitted so far is written (or failed); ``False``
-        when ``timeout`` seconds passed first."""
+        when ``timeout`` seconds passed first, or when the thread stopped before
+        writing records handed to it (see :attr:`stopped`)."""
         with self._changed:
-            return self._changed.wait_for(lambda: not self._queued, timeout)
+            drained = self._changed.wait_for(lambda: not self._queued, timeout)
+            return drained and self._stopped is None
 
     def close(self, timeout: float | None = None) -> bool:
-        """Flush, then end the thread (a later submission starts a new one);
-        ``False`` when ``timeout`` seconds passed first."""
+        """Flush, then end the thread (a later submission starts a new one, also
+        after the thread :attr:`stopped`); ``False`` as :meth:`flush` says."""
         drained = self.flush(timeout)
         with self._changed:
             thread = self._thread
             self._stopping = thread is not None
+            self._stopped = None
             self._changed.notify_all()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
@@ -139,9 +164,29 @@ class ArchiveWriter(Generic[E]):
     def _run(self) -> None:
         try:
             self._work()
+        except BaseException as exc:  # reported on every record it held
+            self._stop(exc)
         finally:
             if self._on_exit is not None:
                 self._on_exit()
+
+    def _stop(self, cause: BaseException) -> None:
+        """The thread ends on ``cause``: fail every record it held, and write later
+        submissions on the caller's thread."""
+        logger.error(
+            "the archive writer thread stopped (%r); records handed to it are not "
+            "written, later ones are written on the caller's thread",
+            cause,
+            exc_info=cause,
+        )
+        error = OSError(f"the archive writer thread stopped ({cause!r}) before writing this record")
+        error.__cause__ = cause
+        with self._changed:
+            jobs = self._taken + self._jobs
+            self._jobs, self._taken, self._queued = [], [], 0
+            self._thread, self._stopping, self._stopped = None, False, cause
+            self._changed.notify_all()
+        _fail(jobs, error)
 
     def _work(self) -> None:
         while True:
@@ -150,13 +195,11 @@ class ArchiveWriter(Generic[E]):
                     return
                 jobs, self._jobs = self._jobs, []
                 self._taken = jobs
-            try:
-                commit(self._write, jobs)
-            finally:
-                with self._changed:
-                    self._queued -= sum(len(items) for _, items in jobs)
-                    self._taken = []
-                    self._changed.notify_all()
+            commit(self._write, jobs)  # a BaseException leaves them taken: _stop fails them
+            with self._changed:
+                self._queued -= sum(len(items) for _, items in jobs)
+                self._taken = []
+                self._changed.notify_all()
 
     def _await_work(self) -> bool:
         """Wait (holding the lock) for jobs; ``False`` when the thread is to end:
@@ -171,11 +214,16 @@ class ArchiveWriter(Generic[E]):
         """In a forked child: the parent writes what was queued; it fails here."""
         jobs = self._taken + self._jobs
         self._fresh_state()
-        for ticket, _ in jobs:
-            if ticket.done():
-                continue
-            if ticket.running() or ticket.set_running_or_notify_cancel():
-                ticket.set_exception(OSError("queued in the parent process before a fork"))
+        _fail(jobs, OSError("queued in the parent process before a fork"))
+
+
+def _fail(jobs: list[_Job[E]], error: Exception) -> None:
+    """Fail every ticket of ``jobs`` not done yet with ``error``."""
+    for ticket, _ in jobs:
+        if ticket.done():
+            continue
+        if ticket.running() or ticket.set_running_or_notify_cancel():
+            ticket.set_exception(error)
 
 
 def commit(write: Callable[[list[E]], object], jobs: list[_Job[E]]) -> None:

@@ -13,6 +13,7 @@ from bareagent_compact.engine.full import plan as planning
 from bareagent_compact.engine.full.attempt import Attempt
 from bareagent_compact.engine.full.commit import after, conclude
 from bareagent_compact.engine.full.summarise import snapshot, summarise
+from bareagent_compact.engine.full.watch import watching
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.turn import Turn
 from bareagent_compact.protocols import Message
@@ -43,7 +44,8 @@ def start(parts: Parts, turn: Turn, attempt: Attempt) -> Steps:
     except ValueError:
         logger.warning("compaction skipped: history cannot be encoded", exc_info=True)
         return attempt.failure(parts.trigger, Reason.NOT_ENCODABLE)
-    started: Outcome = yield StartRequest(_prepare(parts, made, attempt, copy))
+    prepared = _prepare(parts, made, attempt, copy, parts.session_id)
+    started: Outcome = yield StartRequest(prepared)
     parts.pending = Pending(made, attempt, started.value)
     logger.info(
         "summary of %d messages started in the background at %d of %d tokens",
@@ -55,10 +57,12 @@ def start(parts: Parts, turn: Turn, attempt: Attempt) -> Steps:
 
 
 def _prepare(
-    parts: Parts, made: Plan, attempt: Attempt, copy: list[Message]
+    parts: Parts, made: Plan, attempt: Attempt, copy: list[Message], session_id: str
 ) -> Generator[Request, Any, Summarized]:
-    """The background part: save the snapshot, then summarise (steps 5-7)."""
-    if not (yield from snapshot(parts, made, attempt, copy)):
+    """The background part: save the snapshot under ``session_id`` (the session of
+    the history summarised, even if ``set_session_id`` ran since), then summarise
+    (steps 5-7)."""
+    if not (yield from snapshot(parts, made, attempt, copy, session_id)):
         return Summarized(None, Reason.SNAPSHOT_FAILED, 0, 0)
     return (yield from summarise(parts, made))
 
@@ -72,6 +76,7 @@ def swap(
     pending = parts.pending
     assert pending is not None
     due = attempt.force or attempt.tokens > parts.options.threshold
+    watched = None if pending.edited else watching(turn)
     answer: Outcome | None = yield CollectRequest(pending.handle, due)
     if answer is None:
         return None
@@ -84,7 +89,7 @@ def swap(
         pending.attempt, force=attempt.force, tokens=attempt.tokens, truncated=attempt.truncated
     )
     joined.calls, joined.parts = done.calls, done.parts
-    result = conclude(parts, turn, pending.plan, joined, done)
+    result = conclude(parts, turn, pending.plan, joined, done, watched=watched)
     yield from after(parts, result, joined.summary if result.action is Action.FULL else None)
     return result
 

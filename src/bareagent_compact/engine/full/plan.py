@@ -42,7 +42,8 @@ def plan(parts: Parts, messages: Any, attempt: Attempt, limit: int) -> Plan | Co
     # live part after it is summarised.
     fixed = min(dialects.fixed_end(snapshot), start)
     # Step 4: the summary source excludes system messages.
-    source = [m for m in head[fixed:start] if not dialects.is_system(m)]
+    sources = _dialogue_at(head, fixed, start)
+    source = [head[i] for i in sources]
     if not source:
         return attempt.quiet(Reason.NOTHING_TO_SUMMARISE)
     acknowledgement = options.derived.acknowledgement
@@ -66,9 +67,23 @@ def plan(parts: Parts, messages: Any, attempt: Attempt, limit: int) -> Plan | Co
         return attempt.failure(parts.trigger, Reason.NOT_ENCODABLE)
     system_prompt = options.derived.system_prompt
     made = Plan(
-        snapshot, head_end, start, systems, source, source_tokens, system_prompt, prompt, fixed
+        snapshot,
+        head_end,
+        start,
+        systems,
+        source,
+        source_tokens,
+        system_prompt,
+        prompt,
+        fixed,
+        sources=sources,
     )
     return _worth_a_call(parts, made, attempt)
+
+
+def _dialogue_at(head: list[Any], start: int, end: int) -> tuple[int, ...]:
+    """The positions of the messages of ``head[start:end]`` that are not system messages."""
+    return tuple(i for i in range(start, end) if not dialects.is_system(head[i]))
 
 
 def _worth_a_call(parts: Parts, made: Plan, attempt: Attempt) -> Plan | CompactionResult:

@@ -9,6 +9,7 @@ from bareagent_compact.engine.full import plan as planning
 from bareagent_compact.engine.full.attempt import Attempt
 from bareagent_compact.engine.full.commit import after, conclude
 from bareagent_compact.engine.full.summarise import snapshot, summarise
+from bareagent_compact.engine.full.watch import watching
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.turn import Turn
 from bareagent_compact.requests import Steps
@@ -30,6 +31,7 @@ def run(parts: Parts, turn: Turn, truncated: int, tokens: int) -> Steps:
     made = planning.plan(parts, turn.messages, attempt, options.threshold)
     if isinstance(made, CompactionResult):
         return made
+    watched = watching(turn)  # the copies tell an edit made from now on
     held = None if turn.force else planning.held(parts, made, attempt.tokens)
     if held is not None:
         return attempt.quiet(held)
@@ -40,6 +42,6 @@ def run(parts: Parts, turn: Turn, truncated: int, tokens: int) -> Steps:
         return attempt.failure(parts.trigger, Reason.SNAPSHOT_FAILED)
     done = yield from summarise(parts, made, truncated)
     attempt.calls, attempt.parts = done.calls, done.parts
-    result = conclude(parts, turn, made, attempt, done)
+    result = conclude(parts, turn, made, attempt, done, watched=watched)
     yield from after(parts, result, attempt.summary if result.action is Action.FULL else None)
     return result

@@ -22,21 +22,28 @@ logger = logging.getLogger("bareagent_compact.compactor")
 
 
 def snapshot(
-    parts: Parts, made: Plan, attempt: Attempt, copy: list[Message] | None = None
+    parts: Parts,
+    made: Plan,
+    attempt: Attempt,
+    copy: list[Message] | None = None,
+    session_id: str | None = None,
 ) -> Generator[Request, Any, bool]:
     """Step 5: save the snapshot (or its ``copy``) before anything is sent or
-    changed; ``False`` when it failed and a snapshot is required."""
+    changed, under ``session_id`` (the session's now, by default: a background
+    summary passes the one its history belongs to); ``False`` when it failed and
+    a snapshot is required."""
     options = parts.options
     if options.transcript_mgr is None:
         return True
     messages = list(made.snapshot) if copy is None else copy
-    saved: Outcome = yield SaveRequest(messages, parts.session_id)
+    session = parts.session_id if session_id is None else session_id
+    saved: Outcome = yield SaveRequest(messages, session)
     attempt.saved = not saved.failed
     if attempt.saved:
         return True
     logger.warning(
         "transcript snapshot failed for session %r%s",
-        parts.session_id,
+        session,
         saved.because(),
         exc_info=saved.error,
     )
