@@ -372,3 +372,43 @@ def test_a_failed_sdk_compaction_block_leaves_the_whole_history_live() -> None:
     assert result.tokens_before == whole
     assert messages[3]["content"][0] == {"type": "compaction", "content": None}
     assert check_request(messages) == []
+
+
+class HeaderRecordingServer(FakeServer):
+    """The fake server, keeping the ``anthropic-beta`` header of every request."""
+
+    def __init__(self) -> None:
+        super().__init__(keep_bodies=True)
+        self.betas: list[list[str]] = []
+
+    def handle(self, request: Any) -> Any:
+        header = request.headers.get("anthropic-beta", "")
+        self.betas.append([b.strip() for b in header.split(",") if b.strip()])
+        return super().handle(request)
+
+
+@pytest.mark.parametrize(
+    ("create_kwargs", "expected"),
+    [
+        ({}, ["compact-2026-09-04"]),
+        ({"betas": ["context-1m-2025-08-07"]}, ["context-1m-2025-08-07", "compact-2026-09-04"]),
+        ({"betas": ["compact-2026-09-04"]}, ["compact-2026-09-04"]),
+        (
+            {"extra_headers": {"anthropic-beta": "context-1m-2025-08-07"}},
+            ["context-1m-2025-08-07", "compact-2026-09-04"],
+        ),
+    ],
+    ids=["tools-only", "own-betas", "already-there", "own-header"],
+)
+def test_the_anthropic_compaction_request_carries_the_on_demand_beta(
+    create_kwargs: dict[str, Any], expected: list[str]
+) -> None:
+    server = HeaderRecordingServer()
+    summariser = anthropic_server_compaction(
+        anthropic_client(server), "fake-model", tools=TOOLS_A, **create_kwargs
+    )
+    given = copy.deepcopy(create_kwargs)
+    summary = summariser(ServerCompactionRequest(anthropic_history()[:2]))
+    assert summary.messages[0]["content"][0]["type"] == "compaction"
+    assert server.betas == [expected]
+    assert create_kwargs == given  # the caller's own arguments are not changed

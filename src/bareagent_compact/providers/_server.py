@@ -45,6 +45,44 @@ def _check_request(request: object) -> ServerCompactionRequest:
     return request
 
 
+ANTHROPIC_COMPACTION_BETA: Final = "compact-2026-09-04"
+"""The beta the Messages API requires of a request with the ``compaction`` parameter."""
+
+
+def _names(value: str) -> list[str]:
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
+def _with_beta(create_kwargs: Mapping[str, Any], beta: str) -> dict[str, Any]:
+    """``create_kwargs`` with ``beta`` added to the caller's own betas (once).
+
+    An ``anthropic-beta`` header in ``extra_headers`` replaces ``betas=`` in the
+    SDK, so the beta joins that header when there is one, and ``betas=`` otherwise.
+    """
+    kwargs = dict(create_kwargs)
+    headers = kwargs.get("extra_headers")
+    if isinstance(headers, Mapping):
+        for name, value in headers.items():
+            if isinstance(name, str) and name.lower() == "anthropic-beta":
+                if not isinstance(value, str):
+                    raise TypeError("the anthropic-beta header in extra_headers must be a str")
+                names = _names(value)
+                joined = ",".join(names if beta in names else [*names, beta])
+                kwargs["extra_headers"] = {**headers, name: joined}
+                return kwargs
+    betas = kwargs.get("betas")
+    if betas is None:
+        listed: list[Any] = []
+    elif isinstance(betas, str):
+        listed = [betas]
+    elif isinstance(betas, Sequence):
+        listed = list(betas)
+    else:
+        raise TypeError(f"betas must be a list of str, got {type(betas).__name__}")
+    kwargs["betas"] = listed if beta in listed else [*listed, beta]
+    return kwargs
+
+
 def _as_sent(value: object) -> dict[str, Any]:
     """A block or item as the server sent it: an SDK object with exactly the fields
     the server sent (an item the SDK read loosely, such as a user message in an
