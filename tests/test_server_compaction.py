@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import importlib
+import importlib.util
+import json
 from typing import Any
 
 import pytest
@@ -119,8 +121,8 @@ class FakeCompaction:
 
     def model_dump(self, **kwargs: Any) -> dict[str, Any]:
         if kwargs.get("exclude_unset"):
-            return {"type": "compaction", "content": "S", "encrypted_content": None}
-        return {"type": "compaction", "content": "S", "encrypted_content": None, "citations": None}
+            return {"type": "compaction", "content": "S", "signature": None}
+        return {"type": "compaction", "content": "S", "signature": None, "citations": None}
 
 
 def test_an_sdk_compaction_block_becomes_exactly_the_fields_the_server_sent() -> None:
@@ -130,11 +132,7 @@ def test_an_sdk_compaction_block_becomes_exactly_the_fields_the_server_sent() ->
         {"role": "user", "content": "r"},
     ]
     plain_messages(history)
-    assert history[1]["content"][0] == {
-        "type": "compaction",
-        "content": "S",
-        "encrypted_content": None,
-    }
+    assert history[1]["content"][0] == {"type": "compaction", "content": "S", "signature": None}
 
 
 def test_real_sdk_objects_round_trip_unchanged() -> None:
@@ -143,13 +141,85 @@ def test_real_sdk_objects_round_trip_unchanged() -> None:
     anthropic_construct = importlib.import_module("anthropic._models").construct_type
     openai_construct = importlib.import_module("openai._models").construct_type
 
-    wire = {"type": "compaction", "content": "S", "encrypted_content": None, "signature": "x"}
+    wire = {"type": "compaction", "content": "S", "tool_changes": None, "signature": "x"}
     block = anthropic_construct(type_=anthropic.types.beta.BetaCompactionBlock, value=wire)
     item_wire = dict(ITEM)
     item = openai_construct(type_=openai.types.responses.ResponseCompactionItem, value=item_wire)
     history: list[Any] = [{"role": "assistant", "content": [block]}, item]
     plain_messages(history)
     assert history == [{"role": "assistant", "content": [wire]}, item_wire]
+
+
+def streamed_anthropic_reply(blocks: list[dict[str, Any]]) -> Any:
+    """The final message of a streamed reply through the real ``anthropic`` client
+    over a mocked transport: each compaction block as the API streams it (the start
+    event with ``content: null``, then one ``compaction_delta`` with the content)."""
+    anthropic = pytest.importorskip("anthropic")
+    http = pytest.importorskip("httpx2" if importlib.util.find_spec("httpx2") else "httpx")
+    start = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": []}
+    usage = {"input_tokens": 10, "output_tokens": 5}
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"message": {**start, "stop_reason": None, "usage": usage}})
+    ]
+    for index, block in enumerate(blocks):
+        delta = {"type": "compaction_delta", "content": block["content"]}
+        opening = {**block, "content": None}
+        events += [
+            ("content_block_start", {"index": index, "content_block": opening}),
+            ("content_block_delta", {"index": index, "delta": delta}),
+            ("content_block_stop", {"index": index}),
+        ]
+    events += [
+        ("message_delta", {"delta": {"stop_reason": "compaction"}, "usage": usage}),
+        ("message_stop", {}),
+    ]
+    body = "".join(
+        f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n" for name, data in events
+    )
+
+    def handle(request: Any) -> Any:
+        headers = {"content-type": "text/event-stream"}
+        return http.Response(200, headers=headers, content=body.encode())
+
+    client = anthropic.Anthropic(
+        api_key="offline",
+        base_url="http://fake.invalid",
+        max_retries=0,
+        http_client=http.Client(transport=http.MockTransport(handle)),
+    )
+    request = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "q"}]}
+    with client.beta.messages.stream(**request) as stream:
+        return stream.get_final_message()
+
+
+def test_a_streamed_compaction_block_comes_back_with_no_field_the_server_left_out() -> None:
+    sent = {"type": "compaction", "content": "Earlier: the user asked X.", "signature": "csig_9"}
+    reply = streamed_anthropic_reply([sent])
+    history: list[Any] = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": reply.content},
+        {"role": "user", "content": "next"},
+    ]
+    assert plain_view(history)[1]["content"] == [sent]
+    plain_messages(history)
+    assert history[1]["content"] == [sent]
+    assert check_request(history, original=[sent]) == []
+
+
+def test_a_compaction_block_inside_a_message_object_keeps_the_fields_the_server_sent() -> None:
+    anthropic = pytest.importorskip("anthropic")
+    construct = importlib.import_module("anthropic._models").construct_type
+    failed = {"type": "compaction", "content": None}
+    wire = {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+        "content": [failed, {"type": "text", "text": "ok", "citations": None}],
+        "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }  # fmt: skip
+    message = construct(type_=anthropic.types.beta.BetaMessage, value=wire)
+    history: list[Any] = [{"role": "user", "content": "q"}, message]
+    plain_messages(history)
+    assert history[1]["content"] == [failed, {"type": "text", "text": "ok"}]
 
 
 def thinking_turn(n: int, call: bool) -> list[Any]:
