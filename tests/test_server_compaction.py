@@ -222,6 +222,81 @@ def test_a_compaction_block_inside_a_message_object_keeps_the_fields_the_server_
     assert history[1]["content"] == [failed, {"type": "text", "text": "ok"}]
 
 
+def tool_turn(n: int, text: str) -> list[Any]:
+    """One Anthropic tool call (after a thinking block) and its result."""
+    call = {"type": "tool_use", "id": f"t{n}", "name": "bash", "input": {"n": n}}
+    thinking = {"type": "thinking", "thinking": f"why {n}", "signature": f"s{n}"}
+    result = {"type": "tool_result", "tool_use_id": f"t{n}", "content": text}
+    return [
+        {"role": "assistant", "content": [thinking, call]},
+        {"role": "user", "content": [result]},
+    ]
+
+
+def history_with_a_dead_part() -> list[Any]:
+    """Tool turns with long results, a long user text and old thinking before a
+    compaction block (the dead part), then the same after it."""
+    history: list[Any] = [{"role": "system", "content": "be brief"}]
+    history.append({"role": "user", "content": "dead user text " * 800})
+    for n in range(4):
+        history += tool_turn(n, f"dead result {n} " * 800)
+    history.append({"role": "user", "content": "go on"})
+    history.append({"role": "assistant", "content": [dict(BLOCK)]})
+    history.append({"role": "user", "content": "live user text " * 800})
+    for n in range(4, 8):
+        history += tool_turn(n, f"live result {n} " * 800)
+    thinking = {"type": "thinking", "thinking": "done", "signature": "s8"}
+    history.append({"role": "assistant", "content": [thinking, {"type": "text", "text": "ok"}]})
+    history.append({"role": "user", "content": "and now?"})
+    return history
+
+
+def test_the_dead_part_is_left_byte_for_byte() -> None:
+    history = history_with_a_dead_part()
+    dead_end = server_compaction_index(history)
+    before = json.dumps(history[:dead_end])
+    compactor = Compactor(
+        lambda *_: "s",
+        threshold=10**6,
+        keep_recent=1,
+        max_message_tokens=500,
+        clear_thinking_after_turns=0,
+    )
+    result = compactor(history)
+    assert result.action is Action.MICRO, result
+    assert json.dumps(history[:dead_end]) == before
+    live = json.dumps(history[dead_end:])
+    assert "[truncated: bash result" in live  # micro-compaction ran on the live part
+    assert "chars cut" in live  # and so did the oversize cut
+    assert result.thinking_cleared > 0  # and the clearing of old thinking
+    compactor(history, force=False)
+    assert json.dumps(history[:dead_end]) == before
+
+
+def responses_tool_turn(n: int, text: str) -> list[Any]:
+    return [
+        {"type": "function_call", "call_id": f"c{n}", "name": "bash", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": f"c{n}", "output": text},
+    ]
+
+
+def test_the_dead_part_of_a_responses_history_is_left_byte_for_byte() -> None:
+    history: list[Any] = [{"role": "user", "content": "dead user text " * 800}]
+    for n in range(4):
+        history += responses_tool_turn(n, f"dead result {n} " * 800)
+    history.append(dict(ITEM))
+    history.append({"role": "user", "content": "live user text " * 800})
+    for n in range(4, 8):
+        history += responses_tool_turn(n, f"live result {n} " * 800)
+    dead_end = server_compaction_index(history)
+    before = json.dumps(history[:dead_end])
+    compactor = Compactor(lambda *_: "s", threshold=10**6, keep_recent=1, max_message_tokens=500)
+    assert compactor(history).action is Action.MICRO
+    assert json.dumps(history[:dead_end]) == before
+    live = json.dumps(history[dead_end:])
+    assert "[truncated: bash result" in live and "chars cut" in live
+
+
 def thinking_turn(n: int, call: bool) -> list[Any]:
     content: list[Any] = [{"type": "thinking", "thinking": f"t{n}", "signature": f"s{n}"}]
     if call:

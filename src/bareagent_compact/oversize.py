@@ -315,13 +315,16 @@ class OversizeScan:
         limit: int | None,
         handles: Handles | None = None,
         changed: Sequence[int] | None = None,
+        live_from: int = 0,
     ) -> list[Due]:
         """The texts over ``limit`` and what each becomes (nothing is changed); with
         ``handles`` (see :func:`cut_handles`), each marker and record names a handle.
         ``changed``: the messages known to be new or edited since the last call
         (also read when they lie before where the scan resumes); when they are known,
         the others are taken as read, whatever their identity (a list made anew from
-        JSON), so a full compaction must start the scan anew."""
+        JSON), so a full compaction must start the scan anew. ``live_from``: where
+        the part the server reads begins; nothing before it (the dead part, before
+        the newest server compaction artefact) is cut."""
         if limit is None:
             return []
         planned: list[Due] = []
@@ -329,6 +332,8 @@ class OversizeScan:
         seen: set[int] = set()
         floor = limit * 4 // _MOST_QUARTERS_PER_CHAR
         for index in self._indices(messages, limit, changed):
+            if index < live_from:
+                continue
             message = messages[index]
             if (
                 type(message) is not dict
