@@ -178,6 +178,17 @@ def _current_systems(plan: Plan) -> list[Message]:
         return plan.systems
 
 
+def _window_length(summary: str | ServerSummary) -> int:
+    """How many messages of the replacement come before the system messages: the
+    whole window of a Responses compaction (ending with its compaction item, from
+    which on the server reads), else none (an Anthropic block follows the system
+    messages, which become ``system=``)."""
+    if not isinstance(summary, ServerSummary) or not summary.messages:
+        return 0
+    last = summary.messages[-1]
+    return len(summary.messages) if dialects.typed_item(last) == dialects.COMPACTION_TYPE else 0
+
+
 def rebuild(
     messages: MutableSequence[Any],
     plan: Plan,
@@ -203,10 +214,14 @@ def rebuild(
             "made; history left as it is"
         )
         return None
+    systems = _current_systems(plan)
+    body = replacement(plan, summary, acknowledgement, covered)
+    opening = _window_length(summary)
     rebuilt = [
         *plan.snapshot[: plan.fixed_end],
-        *_current_systems(plan),
-        *replacement(plan, summary, acknowledgement, covered),
+        *body[:opening],
+        *systems,
+        *body[opening:],
     ]
     rebuilt += plan.snapshot[plan.head_end :]
     replace_all(messages, [*rebuilt, *current[len(plan.snapshot) :]])
