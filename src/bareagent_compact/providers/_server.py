@@ -53,6 +53,17 @@ def _names(value: str) -> list[str]:
     return [name.strip() for name in value.split(",") if name.strip()]
 
 
+def _listed(betas: object) -> list[Any]:
+    """The caller's ``betas=`` as a list (none: empty)."""
+    if betas is None:
+        return []
+    if isinstance(betas, str):
+        return [betas]
+    if isinstance(betas, Sequence):
+        return list(betas)
+    raise TypeError(f"betas must be a list of str, got {type(betas).__name__}")
+
+
 def _with_beta(create_kwargs: Mapping[str, Any], beta: str) -> dict[str, Any]:
     """``create_kwargs`` with ``beta`` added to the caller's own betas (once).
 
@@ -61,25 +72,18 @@ def _with_beta(create_kwargs: Mapping[str, Any], beta: str) -> dict[str, Any]:
     """
     kwargs = dict(create_kwargs)
     headers = kwargs.get("extra_headers")
-    if isinstance(headers, Mapping):
-        for name, value in headers.items():
-            if isinstance(name, str) and name.lower() == "anthropic-beta":
-                if not isinstance(value, str):
-                    raise TypeError("the anthropic-beta header in extra_headers must be a str")
-                names = _names(value)
-                joined = ",".join(names if beta in names else [*names, beta])
-                kwargs["extra_headers"] = {**headers, name: joined}
-                return kwargs
-    betas = kwargs.get("betas")
-    if betas is None:
-        listed: list[Any] = []
-    elif isinstance(betas, str):
-        listed = [betas]
-    elif isinstance(betas, Sequence):
-        listed = list(betas)
-    else:
-        raise TypeError(f"betas must be a list of str, got {type(betas).__name__}")
-    kwargs["betas"] = listed if beta in listed else [*listed, beta]
+    names = headers if isinstance(headers, Mapping) else {}
+    header = next((n for n in names if isinstance(n, str) and n.lower() == "anthropic-beta"), None)
+    if header is None:
+        listed = _listed(kwargs.get("betas"))
+        kwargs["betas"] = listed if beta in listed else [*listed, beta]
+        return kwargs
+    value = names[header]
+    if not isinstance(value, str):
+        raise TypeError("the anthropic-beta header in extra_headers must be a str")
+    given = _names(value)
+    joined = ",".join(given if beta in given else [*given, beta])
+    kwargs["extra_headers"] = {**names, header: joined}
     return kwargs
 
 
