@@ -714,3 +714,37 @@ def test_an_option_change_reads_every_message_again() -> None:
     compactor.max_message_tokens = 1000
     compactor(messages)
     assert MARKER.search(messages[2]["content"])
+
+
+def parallel_results_history(calls: int, chars: int) -> list[dict[str, Any]]:
+    """A short dialogue, then one assistant turn of ``calls`` parallel tool calls
+    whose results (each ``chars`` long) come back in one message: pending."""
+    uses = [
+        {"type": "tool_use", "id": f"p{i}", "name": "read_file", "input": {"path": f"f{i}"}}
+        for i in range(calls)
+    ]
+    results = [
+        {"type": "tool_result", "tool_use_id": f"p{i}", "content": observation(chars)}
+        for i in range(calls)
+    ]
+    return [
+        {"role": "user", "content": "Read every file of the package."},
+        {"role": "assistant", "content": uses},
+        {"role": "user", "content": results},
+    ]
+
+
+def test_parallel_results_are_weighed_together_so_the_request_fits() -> None:
+    # Twelve results of ~3,000 tokens each: each under max_message_tokens (4,000),
+    # together ~4.5x the threshold.
+    messages = parallel_results_history(12, 11_000)
+    limit = DEFAULT.__int__()
+    weights = [text_quarters(b["content"]) // 4 for b in messages[2]["content"]]
+    assert max(weights) < limit and sum(weights) > 4 * THRESHOLD
+    compactor = Compactor(RecordingProvider("summary"), threshold=THRESHOLD)
+    compactor(messages)
+    assert estimate_tokens(messages) <= THRESHOLD
+    results = messages[-1]["content"]
+    assert [b["tool_use_id"] for b in results] == [f"p{i}" for i in range(12)]  # every pair kept
+    assert all(MARKER.search(b["content"]) for b in results)
+    assert sum(text_quarters(b["content"]) for b in results) // 4 <= limit

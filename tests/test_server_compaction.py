@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import importlib
+import importlib.util
+import json
 from typing import Any
 
 import pytest
@@ -119,8 +121,8 @@ class FakeCompaction:
 
     def model_dump(self, **kwargs: Any) -> dict[str, Any]:
         if kwargs.get("exclude_unset"):
-            return {"type": "compaction", "content": "S", "encrypted_content": None}
-        return {"type": "compaction", "content": "S", "encrypted_content": None, "citations": None}
+            return {"type": "compaction", "content": "S", "signature": None}
+        return {"type": "compaction", "content": "S", "signature": None, "citations": None}
 
 
 def test_an_sdk_compaction_block_becomes_exactly_the_fields_the_server_sent() -> None:
@@ -130,11 +132,7 @@ def test_an_sdk_compaction_block_becomes_exactly_the_fields_the_server_sent() ->
         {"role": "user", "content": "r"},
     ]
     plain_messages(history)
-    assert history[1]["content"][0] == {
-        "type": "compaction",
-        "content": "S",
-        "encrypted_content": None,
-    }
+    assert history[1]["content"][0] == {"type": "compaction", "content": "S", "signature": None}
 
 
 def test_real_sdk_objects_round_trip_unchanged() -> None:
@@ -143,13 +141,160 @@ def test_real_sdk_objects_round_trip_unchanged() -> None:
     anthropic_construct = importlib.import_module("anthropic._models").construct_type
     openai_construct = importlib.import_module("openai._models").construct_type
 
-    wire = {"type": "compaction", "content": "S", "encrypted_content": None, "signature": "x"}
+    wire = {"type": "compaction", "content": "S", "tool_changes": None, "signature": "x"}
     block = anthropic_construct(type_=anthropic.types.beta.BetaCompactionBlock, value=wire)
     item_wire = dict(ITEM)
     item = openai_construct(type_=openai.types.responses.ResponseCompactionItem, value=item_wire)
     history: list[Any] = [{"role": "assistant", "content": [block]}, item]
     plain_messages(history)
     assert history == [{"role": "assistant", "content": [wire]}, item_wire]
+
+
+def streamed_anthropic_reply(blocks: list[dict[str, Any]]) -> Any:
+    """The final message of a streamed reply through the real ``anthropic`` client
+    over a mocked transport: each compaction block as the API streams it (the start
+    event with ``content: null``, then one ``compaction_delta`` with the content)."""
+    anthropic = pytest.importorskip("anthropic")
+    http = pytest.importorskip("httpx2" if importlib.util.find_spec("httpx2") else "httpx")
+    start = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": []}
+    usage = {"input_tokens": 10, "output_tokens": 5}
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"message": {**start, "stop_reason": None, "usage": usage}})
+    ]
+    for index, block in enumerate(blocks):
+        delta = {"type": "compaction_delta", "content": block["content"]}
+        opening = {**block, "content": None}
+        events += [
+            ("content_block_start", {"index": index, "content_block": opening}),
+            ("content_block_delta", {"index": index, "delta": delta}),
+            ("content_block_stop", {"index": index}),
+        ]
+    events += [
+        ("message_delta", {"delta": {"stop_reason": "compaction"}, "usage": usage}),
+        ("message_stop", {}),
+    ]
+    body = "".join(
+        f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n" for name, data in events
+    )
+
+    def handle(request: Any) -> Any:
+        headers = {"content-type": "text/event-stream"}
+        return http.Response(200, headers=headers, content=body.encode())
+
+    client = anthropic.Anthropic(
+        api_key="offline",
+        base_url="http://fake.invalid",
+        max_retries=0,
+        http_client=http.Client(transport=http.MockTransport(handle)),
+    )
+    request = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "q"}]}
+    with client.beta.messages.stream(**request) as stream:
+        return stream.get_final_message()
+
+
+def test_a_streamed_compaction_block_comes_back_with_no_field_the_server_left_out() -> None:
+    sent = {"type": "compaction", "content": "Earlier: the user asked X.", "signature": "csig_9"}
+    reply = streamed_anthropic_reply([sent])
+    history: list[Any] = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": reply.content},
+        {"role": "user", "content": "next"},
+    ]
+    assert plain_view(history)[1]["content"] == [sent]
+    plain_messages(history)
+    assert history[1]["content"] == [sent]
+    assert check_request(history, original=[sent]) == []
+
+
+def test_a_compaction_block_inside_a_message_object_keeps_the_fields_the_server_sent() -> None:
+    anthropic = pytest.importorskip("anthropic")
+    construct = importlib.import_module("anthropic._models").construct_type
+    failed = {"type": "compaction", "content": None}
+    wire = {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+        "content": [failed, {"type": "text", "text": "ok", "citations": None}],
+        "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }  # fmt: skip
+    message = construct(type_=anthropic.types.beta.BetaMessage, value=wire)
+    history: list[Any] = [{"role": "user", "content": "q"}, message]
+    plain_messages(history)
+    assert history[1]["content"] == [failed, {"type": "text", "text": "ok"}]
+
+
+def tool_turn(n: int, text: str) -> list[Any]:
+    """One Anthropic tool call (after a thinking block) and its result."""
+    call = {"type": "tool_use", "id": f"t{n}", "name": "bash", "input": {"n": n}}
+    thinking = {"type": "thinking", "thinking": f"why {n}", "signature": f"s{n}"}
+    result = {"type": "tool_result", "tool_use_id": f"t{n}", "content": text}
+    return [
+        {"role": "assistant", "content": [thinking, call]},
+        {"role": "user", "content": [result]},
+    ]
+
+
+def history_with_a_dead_part() -> list[Any]:
+    """Tool turns with long results, a long user text and old thinking before a
+    compaction block (the dead part), then the same after it."""
+    history: list[Any] = [{"role": "system", "content": "be brief"}]
+    history.append({"role": "user", "content": "dead user text " * 800})
+    for n in range(4):
+        history += tool_turn(n, f"dead result {n} " * 800)
+    history.append({"role": "user", "content": "go on"})
+    history.append({"role": "assistant", "content": [dict(BLOCK)]})
+    history.append({"role": "user", "content": "live user text " * 800})
+    for n in range(4, 8):
+        history += tool_turn(n, f"live result {n} " * 800)
+    thinking = {"type": "thinking", "thinking": "done", "signature": "s8"}
+    history.append({"role": "assistant", "content": [thinking, {"type": "text", "text": "ok"}]})
+    history.append({"role": "user", "content": "and now?"})
+    return history
+
+
+def test_the_dead_part_is_left_byte_for_byte() -> None:
+    history = history_with_a_dead_part()
+    dead_end = server_compaction_index(history)
+    before = json.dumps(history[:dead_end])
+    compactor = Compactor(
+        lambda *_: "s",
+        threshold=10**6,
+        keep_recent=1,
+        max_message_tokens=500,
+        clear_thinking_after_turns=0,
+    )
+    result = compactor(history)
+    assert result.action is Action.MICRO, result
+    assert json.dumps(history[:dead_end]) == before
+    live = json.dumps(history[dead_end:])
+    assert "[truncated: bash result" in live  # micro-compaction ran on the live part
+    assert "chars cut" in live  # and so did the oversize cut
+    assert result.thinking_cleared > 0  # and the clearing of old thinking
+    compactor(history, force=False)
+    assert json.dumps(history[:dead_end]) == before
+
+
+def responses_tool_turn(n: int, text: str) -> list[Any]:
+    return [
+        {"type": "function_call", "call_id": f"c{n}", "name": "bash", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": f"c{n}", "output": text},
+    ]
+
+
+def test_the_dead_part_of_a_responses_history_is_left_byte_for_byte() -> None:
+    history: list[Any] = [{"role": "user", "content": "dead user text " * 800}]
+    for n in range(4):
+        history += responses_tool_turn(n, f"dead result {n} " * 800)
+    history.append(dict(ITEM))
+    history.append({"role": "user", "content": "live user text " * 800})
+    for n in range(4, 8):
+        history += responses_tool_turn(n, f"live result {n} " * 800)
+    dead_end = server_compaction_index(history)
+    before = json.dumps(history[:dead_end])
+    compactor = Compactor(lambda *_: "s", threshold=10**6, keep_recent=1, max_message_tokens=500)
+    assert compactor(history).action is Action.MICRO
+    assert json.dumps(history[:dead_end]) == before
+    live = json.dumps(history[dead_end:])
+    assert "[truncated: bash result" in live and "chars cut" in live
 
 
 def thinking_turn(n: int, call: bool) -> list[Any]:

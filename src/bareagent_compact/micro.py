@@ -160,14 +160,27 @@ Names = Callable[[], dict[str, str]]
 """What gives the map of tool call ids to tool names, when it is needed."""
 
 
+def live_start(messages: Sequence[Any], index: int | None = None) -> int:
+    """Where the part the server reads begins: the message holding the newest server
+    compaction artefact (``index`` when known), 0 without one. Nothing before it
+    (the dead part) is truncated or cut: it stays as it is, byte for byte."""
+    if index is None:
+        index = dialects.server_compaction_index(messages)
+    return max(index, 0)
+
+
 def plan_micro(
-    messages: Sequence[Any], keep_recent: int, scan: MicroScan | None = None
+    messages: Sequence[Any],
+    keep_recent: int,
+    scan: MicroScan | None = None,
+    live_from: int | None = None,
 ) -> list[Due] | None:
     """The results micro-compaction would truncate now, with their markers (no change).
 
     ``None`` when the history may hold SDK objects (noticed on the way, at no
     extra cost for a plain history), or a system message holds a result block:
-    convert them, then call :func:`plan_plain_micro`.
+    convert them, then call :func:`plan_plain_micro`. ``live_from``: see
+    :func:`live_start` (found when not given); no result before it is truncated.
     """
     end = stale_end(messages, keep_recent)
     if end is None:
@@ -177,6 +190,7 @@ def plan_micro(
             scan.found(0, True)  # nothing is due yet
         return []
     start = 0 if scan is None else scan.start(end)
+    start = max(start, live_start(messages, live_from))
     slots, plain = _stale_slots(messages, end, start)
     if not plain or holds_objects(messages, end):
         return None
@@ -186,12 +200,15 @@ def plan_micro(
     return planned
 
 
-def plan_plain_micro(messages: Sequence[Any], keep_recent: int) -> list[Due]:
+def plan_plain_micro(
+    messages: Sequence[Any], keep_recent: int, live_from: int | None = None
+) -> list[Due]:
     """:func:`plan_micro` for a history whose SDK objects are converted already."""
     end = stale_end(messages, keep_recent)
     if end is None:
         return []
-    return _plan(messages, end, _stale_slots(messages, end)[0])
+    start = live_start(messages, live_from)
+    return _plan(messages, end, _stale_slots(messages, end, start)[0])
 
 
 class MicroScan:

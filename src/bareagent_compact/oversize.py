@@ -315,26 +315,26 @@ class OversizeScan:
         limit: int | None,
         handles: Handles | None = None,
         changed: Sequence[int] | None = None,
+        live_from: int = 0,
     ) -> list[Due]:
         """The texts over ``limit`` and what each becomes (nothing is changed); with
         ``handles`` (see :func:`cut_handles`), each marker and record names a handle.
         ``changed``: the messages known to be new or edited since the last call
         (also read when they lie before where the scan resumes); when they are known,
         the others are taken as read, whatever their identity (a list made anew from
-        JSON), so a full compaction must start the scan anew."""
+        JSON), so a full compaction must start the scan anew. ``live_from``: where
+        the part the server reads begins; nothing before it (the dead part, before
+        the newest server compaction artefact) is cut."""
         if limit is None:
             return []
         planned: list[Due] = []
         self._planned_at = []
         seen: set[int] = set()
         floor = limit * 4 // _MOST_QUARTERS_PER_CHAR
+        turns = _Turns(messages, limit * 4)
         for index in self._indices(messages, limit, changed):
             message = messages[index]
-            if (
-                type(message) is not dict
-                or message.get("role") in _NO_TEXT_TO_CUT
-                or not _may_hold_long(message, floor)
-            ):
+            if index < live_from or not _weighed_alone(message, turns, index, floor):
                 continue
             for slot, is_result in text_slots(message):
                 due = None if id(slot.holder) in seen else _due(slot, is_result, limit, handles)
@@ -342,6 +342,9 @@ class OversizeScan:
                     seen.add(id(slot.holder))
                     planned.append(due)
                     self._planned_at.append(index)
+        for index, due in turns.cuts(seen, limit, handles):
+            planned.append(due)
+            self._planned_at.append(index)
         self._mark(messages, len(messages), limit)
         if planned:
             _name_tools(messages, planned)
@@ -364,14 +367,95 @@ class OversizeScan:
         self._mark(messages, first, self._limit)
 
 
-def _due(slot: Slot, is_result: bool, limit: int, handles: Handles | None) -> Due | None:
-    """The cut of the text in ``slot`` when it is over ``limit``, with its record."""
+def _weighed_alone(message: Any, turns: _Turns, index: int, floor: int) -> bool:
+    """Whether ``message`` may hold a text over the limit weighed alone: not an
+    assistant's or system message, nor tool results only (``turns`` takes them,
+    to weigh with the other results of their turn)."""
+    if type(message) is not dict or message.get("role") in _NO_TEXT_TO_CUT:
+        return False
+    return not turns.add(index, message) and _may_hold_long(message, floor)
+
+
+class _Turns:
+    """The tool results read, by the turn they answer: the results of one turn
+    (parallel calls) are weighed together, so that together they stay within
+    the limit, as one result does."""
+
+    __slots__ = ("_budget", "_groups", "_messages")
+
+    def __init__(self, messages: Sequence[Any], budget: int) -> None:
+        self._messages = messages
+        self._budget = budget  # in quarter tokens
+        self._groups: dict[int, list[tuple[int, Slot]]] = {}
+
+    def add(self, index: int, message: dict[str, Any]) -> bool:
+        """Take the result texts of ``message``; False when it holds none (its
+        other texts, a user's, are weighed alone)."""
+        kind = dialects.kind(message)
+        if kind is not Kind.RESULTS and kind is not Kind.RESULT:
+            return False
+        start = index if kind is Kind.RESULTS else dialects.turn_start(self._messages, index)
+        group = self._groups.setdefault(start, [])
+        others = False
+        for slot, is_result in text_slots(message):
+            if is_result:
+                group.append((index, slot))
+            else:
+                others = True
+        return not others
+
+    def cuts(
+        self, seen: set[int], limit: int, handles: Handles | None
+    ) -> Iterator[tuple[int, Due]]:
+        """Each result text to cut, and its cut (see :func:`_due`)."""
+        for index, slot, budget in self._budgets(seen):
+            due = _due(slot, True, limit, handles, budget)
+            if due is not None:
+                yield index, due
+
+    def _budgets(self, seen: set[int]) -> Iterator[tuple[int, Slot, int]]:
+        """Each result text to cut, with its budget in quarter tokens: the results
+        of a turn over the limit together share it, the lighter ones kept whole."""
+        for group in self._groups.values():
+            slots = [(i, slot) for i, slot in group if id(slot.holder) not in seen]
+            seen.update(id(slot.holder) for _, slot in slots)
+            texts = [slot.holder[slot.key] for _, slot in slots]
+            if sum(map(len, texts)) * _MOST_QUARTERS_PER_CHAR <= self._budget:
+                continue  # cannot be over the limit together
+            weights = [text_quarters(text) for text in texts]
+            cap = _share(weights, self._budget)
+            for (index, slot), weight in zip(slots, weights, strict=True):
+                if weight > cap:
+                    yield index, slot, cap
+
+
+def _share(weights: Sequence[int], budget: int) -> int:
+    """The most each weight may keep so that together they are within ``budget``:
+    weights under an equal share are kept whole, the rest share what they leave."""
+    if sum(weights) <= budget:
+        return budget
+    remaining, left = budget, len(weights)
+    for weight in sorted(weights):
+        share = remaining // left
+        if weight > share:
+            return share
+        remaining -= weight
+        left -= 1
+    return budget
+
+
+def _due(
+    slot: Slot, is_result: bool, limit: int, handles: Handles | None, budget: int | None = None
+) -> Due | None:
+    """The cut of the text in ``slot`` when it is over ``limit`` (or ``budget``
+    quarter tokens, the share of its turn's results), with its record."""
     text = slot.holder[slot.key]
-    quarters = _over(text, limit * 4)
+    room = limit * 4 if budget is None else min(budget, limit * 4)
+    quarters = _over(text, room)
     if quarters is None:
         return None
     handle = None if handles is None else handles(slot.call_id, text)
-    cut = _cut(text, limit * 4, quarters, handle)
+    cut = _cut(text, room, quarters, handle)
     return Due(slot, cut, _record(slot, text, is_result, handle), len(text))
 
 

@@ -33,7 +33,11 @@ def dump_model(value: Any) -> dict[str, Any]:
 
     A server compaction block or item is dumped with exactly the fields the
     server sent (``exclude_unset``: a field it sent as ``null`` stays, none is
-    added or dropped), as the APIs want it back unchanged.
+    added or dropped), as the APIs want it back unchanged, also inside a message
+    object. The one exception is an ``encrypted_content`` of ``None``, which
+    is left out: the ``anthropic`` SDK's stream accumulator sets it from each
+    ``compaction_delta`` whether the server sent one or not, and the API reads a
+    missing one as ``null`` (``BetaCompactionBlockParam``).
     """
     if getattr(value, "type", None) == COMPACTION_TYPE:
         return _dump_compaction(value)
@@ -45,7 +49,23 @@ def dump_model(value: Any) -> dict[str, Any]:
         raise TypeError(
             f"{type(value).__name__}.model_dump() must return a dict, got {type(data).__name__}"
         )
-    return request_shape({key: item for key, item in data.items() if item is not None})
+    data = request_shape({key: item for key, item in data.items() if item is not None})
+    _redump_compaction_blocks(value, data)
+    return data
+
+
+def _redump_compaction_blocks(value: Any, data: dict[str, Any]) -> None:
+    """The compaction blocks inside a dumped message object, dumped again as sent
+    (``exclude_none`` would drop the ``content: null`` of a failed one)."""
+    blocks = getattr(value, "content", None)
+    dumped = data.get("content")
+    if not isinstance(blocks, list) or not isinstance(dumped, list):
+        return
+    if len(blocks) != len(dumped):
+        return
+    for position, block in enumerate(blocks):
+        if is_model(block) and getattr(block, "type", None) == COMPACTION_TYPE:
+            dumped[position] = _dump_compaction(block)
 
 
 def _dump_compaction(value: Any) -> dict[str, Any]:
@@ -58,6 +78,8 @@ def _dump_compaction(value: Any) -> dict[str, Any]:
         raise TypeError(
             f"{type(value).__name__}.model_dump() must return a dict, got {type(data).__name__}"
         )
+    if "encrypted_content" in data and data["encrypted_content"] is None:
+        del data["encrypted_content"]
     return data
 
 

@@ -189,6 +189,17 @@ def _current_systems(plan: Plan) -> list[Message]:
         return plan.systems
 
 
+def _window_length(summary: str | ServerSummary) -> int:
+    """How many messages of the replacement come before the system messages: the
+    whole window of a Responses compaction (ending with its compaction item, from
+    which on the server reads), else none (an Anthropic block follows the system
+    messages, which become ``system=``)."""
+    if not isinstance(summary, ServerSummary) or not summary.messages:
+        return 0
+    last = summary.messages[-1]
+    return len(summary.messages) if dialects.typed_item(last) == dialects.COMPACTION_TYPE else 0
+
+
 def rebuild(
     messages: MutableSequence[Any],
     plan: Plan,
@@ -225,10 +236,14 @@ def rebuild(
         return None
     if not appended:
         return _around(messages, current, plan, summary, acknowledgement, covered=covered)
+    systems = _current_systems(plan)
+    body = replacement(plan, summary, acknowledgement, covered)
+    opening = _window_length(summary)
     rebuilt = [
         *plan.snapshot[: plan.fixed_end],
-        *_current_systems(plan),
-        *replacement(plan, summary, acknowledgement, covered),
+        *body[:opening],
+        *systems,
+        *body[opening:],
     ]
     rebuilt += plan.snapshot[plan.head_end :]
     replace_all(messages, [*rebuilt, *current[len(plan.snapshot) :]])
@@ -273,7 +288,8 @@ def _around(
     else:
         follows = next((m for m in after if not dialects.is_system(m)), None)
         block = summary_block(summary, [] if follows is None else [follows], acknowledgement)
-    rebuilt = [*current[: plan.fixed_end], *systems, *block, *after]
+    opening = _window_length(summary)
+    rebuilt = [*current[: plan.fixed_end], *block[:opening], *systems, *block[opening:], *after]
     if len(find_orphans(rebuilt)) > len(find_orphans(current)):
         logger.warning(
             "the messages after the summarised part were replaced while the summary "

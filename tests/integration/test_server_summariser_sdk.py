@@ -29,8 +29,10 @@ from bareagent_compact import (
     ServerCompactionRequest,
     ServerSummary,
     check_request,
+    dialects,
     estimate_tokens,
 )
+from bareagent_compact.dialects import server_compaction_index
 from bareagent_compact.plain import plain_view
 from bareagent_compact.providers import anthropic_server_compaction, openai_responses_compaction
 
@@ -83,9 +85,10 @@ def test_responses_window_is_placed_unchanged_and_instructions_carry_the_focus()
     assert path == "/v1/responses/compact"
     assert body["instructions"] == "You are terse.\n\nkeep worker ids"
     assert body["input"] == responses_history()[1:3]
-    assert items[0] == responses_history()[0]  # the system message stays first
-    assert items[-2] == server.compactions["cmp_1"]
-    assert items[1]["role"] == "user" and items[-1] == responses_history()[-1]
+    # The window first (the server reads from its compaction item on), then the
+    # system message, then what followed the summarised items.
+    assert items[0]["role"] == "user" and items[1] == server.compactions["cmp_1"]
+    assert items[2:] == [responses_history()[0], responses_history()[-1]]
 
 
 def test_undo_puts_back_the_history_a_server_summary_replaced() -> None:
@@ -241,10 +244,13 @@ def test_an_overflowing_server_compaction_is_retried_over_the_older_half(
     original = long_history(dialect)
     systems = 1 if dialect == "responses" else 0
     sent = retried_source(dialect, server, original[systems:])
-    # The artefact stands for exactly what was sent; the rest follows it as it was.
-    artefact = placed_artefact(dialect, server, messages[systems:], sent)
-    assert messages[:systems] == original[:systems]
-    assert messages[systems + artefact + 1 :] == original[systems + len(sent) :]
+    # The artefact stands for exactly what was sent; the rest follows it as it was
+    # (on Responses after the system message, which the window comes before).
+    live = [m for m in messages if m not in original[:systems]]
+    artefact = placed_artefact(dialect, server, live, sent)
+    assert live[artefact + 1 :] == original[systems + len(sent) :]
+    if systems:
+        assert messages[artefact + 1] == original[0]
     server.context_window = None
     agent_request(dialect, server, messages)
     assert server.stats.rejections == []
@@ -322,7 +328,10 @@ def test_every_server_compaction_is_sent_the_system_prompt(dialect: str, blocks:
             {"role": "user", "content": f"And now, case {turn}?"},
         ]
         assert compactor(messages).action is Action.FULL
-        assert messages[0] == {"role": "system", "content": system}
+        # Anthropic: first (it becomes system=); Responses: just after the window.
+        at = server_compaction_index(messages) + 1 if dialect == "responses" else 0
+        assert messages[at] == {"role": "system", "content": system}
+        assert sum(dialects.is_system(m) for m in messages) == 1
         assert check_request(messages, original=list(server.compactions.values())) == []
     requests = [body for path, body in server.stats.bodies]
     assert len(requests) == 3 and server.on_demand == 3
@@ -372,3 +381,84 @@ def test_a_failed_sdk_compaction_block_leaves_the_whole_history_live() -> None:
     assert result.tokens_before == whole
     assert messages[3]["content"][0] == {"type": "compaction", "content": None}
     assert check_request(messages) == []
+
+
+class HeaderRecordingServer(FakeServer):
+    """The fake server, keeping the ``anthropic-beta`` header of every request."""
+
+    def __init__(self) -> None:
+        super().__init__(keep_bodies=True)
+        self.betas: list[list[str]] = []
+
+    def handle(self, request: Any) -> Any:
+        header = request.headers.get("anthropic-beta", "")
+        self.betas.append([b.strip() for b in header.split(",") if b.strip()])
+        return super().handle(request)
+
+
+@pytest.mark.parametrize(
+    ("create_kwargs", "expected"),
+    [
+        ({}, ["compact-2026-09-04"]),
+        ({"betas": ["context-1m-2025-08-07"]}, ["context-1m-2025-08-07", "compact-2026-09-04"]),
+        ({"betas": ["compact-2026-09-04"]}, ["compact-2026-09-04"]),
+        (
+            {"extra_headers": {"anthropic-beta": "context-1m-2025-08-07"}},
+            ["context-1m-2025-08-07", "compact-2026-09-04"],
+        ),
+    ],
+    ids=["tools-only", "own-betas", "already-there", "own-header"],
+)
+def test_the_anthropic_compaction_request_carries_the_on_demand_beta(
+    create_kwargs: dict[str, Any], expected: list[str]
+) -> None:
+    server = HeaderRecordingServer()
+    summariser = anthropic_server_compaction(
+        anthropic_client(server), "fake-model", tools=TOOLS_A, **create_kwargs
+    )
+    given = copy.deepcopy(create_kwargs)
+    summary = summariser(ServerCompactionRequest(anthropic_history()[:2]))
+    assert summary.messages[0]["content"][0]["type"] == "compaction"
+    assert server.betas == [expected]
+    assert create_kwargs == given  # the caller's own arguments are not changed
+
+
+def test_a_responses_loop_keeps_no_live_message_before_the_window() -> None:
+    # Thirty turns of a tool loop opened by a developer message, the Responses
+    # API compacting for the compactor: after each compaction the history is
+    # the dead part as it was, the window as returned, then the rest.
+    from tests.integration.test_server_compaction_loop import (  # noqa: PLC0415
+        responses_turn,
+        results_for,
+    )
+
+    server = FakeServer()
+    client = openai_client(server)
+    adapter = openai_responses_compaction(client, "fake-model")
+    windows: list[tuple[Any, ...]] = []
+
+    def summarise(request: ServerCompactionRequest) -> ServerSummary:
+        summary = adapter(request)
+        windows.append(summary.messages)
+        return summary
+
+    summarise.server_compaction = True  # type: ignore[attr-defined]
+    compactor = Compactor(summarise, threshold=1500)
+    developer = {"role": "developer", "content": "You are terse."}
+    messages: list[Any] = [dict(developer), {"role": "user", "content": "Why do workers stall?"}]
+    for turn in range(1, 31):
+        before = plain_view(messages)
+        dead = before[: server_compaction_index(before) + 1]
+        if compactor(messages).action is Action.FULL:
+            window = windows[-1]
+            start = next(i for i, m in enumerate(messages) if m is window[0])
+            assert messages[:start] == dead, turn  # the dead part, nothing live
+            assert tuple(messages[start : start + len(window)]) == window
+            assert developer in messages[start + len(window) :]  # still read by the server
+            assert check_request(messages, original=list(server.compactions.values())) == []
+        response, reply = responses_turn(client, messages, 0)
+        compactor.record_usage(messages, response.usage)
+        messages += reply
+        messages += results_for("responses", reply, turn)
+    assert len(windows) >= 3
+    assert server.stats.rejections == []

@@ -45,6 +45,48 @@ def _check_request(request: object) -> ServerCompactionRequest:
     return request
 
 
+ANTHROPIC_COMPACTION_BETA: Final = "compact-2026-09-04"
+"""The beta the Messages API requires of a request with the ``compaction`` parameter."""
+
+
+def _names(value: str) -> list[str]:
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
+def _listed(betas: object) -> list[Any]:
+    """The caller's ``betas=`` as a list (none: empty)."""
+    if betas is None:
+        return []
+    if isinstance(betas, str):
+        return [betas]
+    if isinstance(betas, Sequence):
+        return list(betas)
+    raise TypeError(f"betas must be a list of str, got {type(betas).__name__}")
+
+
+def _with_beta(create_kwargs: Mapping[str, Any], beta: str) -> dict[str, Any]:
+    """``create_kwargs`` with ``beta`` added to the caller's own betas (once).
+
+    An ``anthropic-beta`` header in ``extra_headers`` replaces ``betas=`` in the
+    SDK, so the beta joins that header when there is one, and ``betas=`` otherwise.
+    """
+    kwargs = dict(create_kwargs)
+    headers = kwargs.get("extra_headers")
+    names = headers if isinstance(headers, Mapping) else {}
+    header = next((n for n in names if isinstance(n, str) and n.lower() == "anthropic-beta"), None)
+    if header is None:
+        listed = _listed(kwargs.get("betas"))
+        kwargs["betas"] = listed if beta in listed else [*listed, beta]
+        return kwargs
+    value = names[header]
+    if not isinstance(value, str):
+        raise TypeError("the anthropic-beta header in extra_headers must be a str")
+    given = _names(value)
+    joined = ",".join(given if beta in given else [*given, beta])
+    kwargs["extra_headers"] = {**names, header: joined}
+    return kwargs
+
+
 def _as_sent(value: object) -> dict[str, Any]:
     """A block or item as the server sent it: an SDK object with exactly the fields
     the server sent (an item the SDK read loosely, such as a user message in an

@@ -26,10 +26,12 @@ from bareagent_compact.providers._common import (
     logger,
 )
 from bareagent_compact.providers._server import (
+    ANTHROPIC_COMPACTION_BETA,
     _as_sent,
     _check_request,
     _server_sync_or_async,
     _systems,
+    _with_beta,
 )
 
 __all__ = ["anthropic_provider", "anthropic_server_compaction"]
@@ -161,14 +163,18 @@ def anthropic_server_compaction(
     conversation's own messages; its system messages become ``system=`` unless
     ``create_kwargs`` give one. Pass the conversation's ``tools=`` (and
     ``betas=``, ``system=`` ...) in ``create_kwargs``, as the API wants the
-    request to be the conversation's own. The answer's compaction block, exactly
-    as sent, becomes one assistant message that the rebuild puts in place of the
-    messages it summarises. An answer without one block with content raises
-    ``ValueError`` (a failed step: ``Reason.SERVER_COMPACTION_FAILED``).
+    request to be the conversation's own. The request carries the beta the
+    ``compaction`` parameter requires (``compact-2026-09-04``), added to the
+    ``betas=`` given (or to an ``anthropic-beta`` header in ``extra_headers``).
+    The answer's compaction block, exactly as sent, becomes one assistant
+    message that the rebuild puts in place of the messages it summarises. An
+    answer without one block with content raises ``ValueError`` (a failed step:
+    ``Reason.SERVER_COMPACTION_FAILED``).
     """
     create = _method(client, "beta.messages.create")
     model = _check_model(model)
     max_tokens = _check_max_tokens(max_tokens)
+    create_kwargs = _with_beta(create_kwargs, ANTHROPIC_COMPACTION_BETA)
 
     def request(compaction: ServerCompactionRequest) -> dict[str, Any]:
         systems, dialogue = _systems(_check_request(compaction).messages)

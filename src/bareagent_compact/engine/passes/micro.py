@@ -37,18 +37,20 @@ def trust_scan(parts: Parts, turn: Turn) -> None:
 
 
 def _planned(parts: Parts, turn: Turn) -> list[Due]:
-    """The results due for truncation, with recall handles when the archive reads
-    records back. Its scan also notices SDK objects, which are converted once, in
-    place, before anything else reads them."""
+    """The results due for truncation (none before the newest server compaction
+    artefact), with recall handles when the archive reads records back. Its scan
+    also notices SDK objects, which are converted once, in place, before anything
+    else reads them."""
     messages = turn.messages
     keep_recent = parts.options.derived.keep_recent
     scan = parts.view.micro_scan
-    planned = plan_micro(messages, keep_recent, scan)
+    server = parts.view.server_scan
+    planned = plan_micro(messages, keep_recent, scan, server.index(messages, turn.unchanged()))
     if planned is None:
         scan.reset()
         plain_messages(messages)
         validate_messages(messages)
-        planned = plan_plain_micro(messages, keep_recent)
+        planned = plan_plain_micro(messages, keep_recent, server.index(messages))
     reader = parts.ports.reader
     return with_handles(planned, parts.session_id, reader, parts.view.handles)
 

@@ -18,15 +18,17 @@ logger = logging.getLogger("bareagent_compact.compactor")
 
 
 def run(parts: Parts, turn: Turn, undo: Undo) -> Generator[Request, Any, None]:
-    """Cut the oversize texts the scan finds, adding to ``undo``."""
+    """Cut the oversize texts the scan finds (none before the newest server
+    compaction artefact: the dead part stays as it is), adding to ``undo``."""
     options = parts.options
     view = parts.view
     handles = cut_handles(parts.session_id, parts.ports.reader)  # recall handles
     if turn.changes is None:
         view.oversize = OversizeScan()  # what changed is not known: read it all
     messages = turn.messages
+    live_from = max(view.server_scan.index(messages, turn.unchanged()), 0)
     planned = view.oversize.plan(
-        messages, options.derived.max_message_tokens, handles, turn.changes
+        messages, options.derived.max_message_tokens, handles, turn.changes, live_from
     )
     if not planned:
         return
