@@ -290,3 +290,31 @@ def test_repair_refuses_a_chat_call_whose_content_it_cannot_join_naming_its_inde
     with pytest.raises(TypeError, match=r"messages\[1\]\['content'\]"):
         repair_tool_pairs(messages)
     assert messages == before
+
+
+def test_repair_of_a_call_block_inside_a_chat_tool_message_keeps_the_result() -> None:
+    messages: list[Any] = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "c",
+            "content": [
+                {"type": "text", "text": "out"},
+                {"type": "tool_use", "id": "z", "name": "n", "input": {}},
+            ],
+        },
+        {"role": "user", "content": "next"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    assert find_orphans(messages) == [Orphan("tool_use", 2, 1, "z")]
+    assert repair_tool_pairs(messages) == 1
+    assert messages[2]["role"] == "tool" and messages[2]["tool_call_id"] == "c"
+    assert messages[2]["content"][1]["text"].startswith("(tool call z without a result)")
+    assert find_orphans(messages) == []
