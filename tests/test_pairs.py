@@ -211,3 +211,110 @@ def test_an_unanswered_tool_use_with_an_odd_id_is_repaired_into_text(odd: Any) -
     text = messages[1]["content"][0]
     assert text["type"] == "text" and '[tool_use:bash] {"cmd": "ls"}' in text["text"]
     assert find_orphans(messages) == []
+
+
+def _parallel_calls(*ids: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": i, "name": "bash", "input": {}} for i in ids],
+    }
+
+
+def _results(*ids: str) -> dict[str, Any]:
+    return {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": i, "content": i} for i in ids],
+    }
+
+
+def test_results_split_over_consecutive_user_messages_are_paired() -> None:
+    # The Messages API joins consecutive user messages into one turn, as Claude Code
+    # logs one user record per parallel result.
+    messages = [
+        {"role": "user", "content": "go"},
+        _parallel_calls("a", "b", "c"),
+        _results("a"),
+        _results("b"),
+        _results("c"),
+        {"role": "user", "content": "and then?"},
+        {"role": "assistant", "content": "done"},
+    ]
+    assert find_orphans(messages) == []
+    before = copy.deepcopy(messages)
+    assert repair_tool_pairs(messages) == 0
+    assert messages == before
+
+
+def test_a_result_after_text_in_the_joined_user_turn_is_an_orphan() -> None:
+    # Joined, the turn reads [text, tool_result]: the result no longer opens it.
+    messages = [
+        _parallel_calls("a"),
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "first"},
+                {"type": "tool_result", "tool_use_id": "a", "content": "1"},
+            ],
+        },
+    ]
+    assert [o.kind for o in find_orphans(messages)] == ["tool_use", "tool_result"]
+
+
+def test_repair_puts_a_converted_result_after_the_results_that_follow_it() -> None:
+    messages = [
+        {"role": "user", "content": "go"},
+        _parallel_calls("a", "b"),
+        _results("gone"),
+        _results("a"),
+        _results("b"),
+    ]
+    assert repair_tool_pairs(messages) == 1
+    assert messages[2:4] == [_results("a"), _results("b")]
+    assert messages[4]["content"][0]["text"].startswith("(result of tool call gone")
+    assert find_orphans(messages) == []
+
+
+def test_repair_refuses_a_chat_call_whose_content_it_cannot_join_naming_its_index() -> None:
+    messages: list[Any] = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": 7,
+            "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        },
+        {"role": "user", "content": "never ran"},
+    ]
+    before = copy.deepcopy(messages)
+    with pytest.raises(TypeError, match=r"messages\[1\]\['content'\]"):
+        repair_tool_pairs(messages)
+    assert messages == before
+
+
+def test_repair_of_a_call_block_inside_a_chat_tool_message_keeps_the_result() -> None:
+    messages: list[Any] = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "c",
+            "content": [
+                {"type": "text", "text": "out"},
+                {"type": "tool_use", "id": "z", "name": "n", "input": {}},
+            ],
+        },
+        {"role": "user", "content": "next"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    assert find_orphans(messages) == [Orphan("tool_use", 2, 1, "z")]
+    assert repair_tool_pairs(messages) == 1
+    assert messages[2]["role"] == "tool" and messages[2]["tool_call_id"] == "c"
+    assert messages[2]["content"][1]["text"].startswith("(tool call z without a result)")
+    assert find_orphans(messages) == []

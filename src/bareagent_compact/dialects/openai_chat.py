@@ -218,6 +218,13 @@ BLOCK_PARTS: Final[dict[str, Callable[[Parts, dict[str, Any], int], None]]] = {
 """What the content parts that carry no ``text`` weigh, by type."""
 
 
+def _unpaired_result(message: Message, broken: Mapping[int, Unpaired]) -> Unpaired | None:
+    """The unpaired result a ``tool`` message is (not a ``tool_use`` block its
+    content may hold), else ``None``."""
+    own = broken.get(0) if message.get("role") == TOOL_ROLE else None
+    return own if own is not None and own.kind == "tool_result" else None
+
+
 class _Chat:
     """The Chat dialect: ``tool`` messages, and messages with ``tool_calls``."""
 
@@ -267,8 +274,9 @@ class _Chat:
     add_parts = staticmethod(add_parts)
 
     def rewrite_unpaired(self, message: Message, broken: Mapping[int, Unpaired]) -> bool:
-        if message.get("role") == TOOL_ROLE:
-            result_to_text(message, broken[0])
+        own = _unpaired_result(message, broken)
+        if own is not None:
+            result_to_text(message, own)
             return True
         blocks = {
             position: unpaired
