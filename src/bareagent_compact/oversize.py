@@ -389,36 +389,61 @@ class _Turns:
         self._groups: dict[int, list[tuple[int, Slot]]] = {}
 
     def add(self, index: int, message: dict[str, Any]) -> bool:
-        """Take the result texts of ``message``; False when it holds none (its
-        other texts, a user's, are weighed alone)."""
+        """Take the result texts of ``message``, with those of the other results
+        of its turn (Chat and Responses give each result a message of its own);
+        False when it holds none (its other texts, a user's, are weighed alone)."""
         kind = dialects.kind(message)
-        if kind is not Kind.RESULTS and kind is not Kind.RESULT:
+        if kind is Kind.RESULTS:
+            return not self._take(index, index)
+        if kind is not Kind.RESULT:
             return False
-        start = index if kind is Kind.RESULTS else dialects.turn_start(self._messages, index)
+        start = dialects.turn_start(self._messages, index)
+        if start not in self._groups:
+            for sibling in self._turn(start):
+                self._take(start, sibling)
+        return not any(not is_result for _, is_result in text_slots(message))
+
+    def _turn(self, start: int) -> Iterator[int]:
+        """The indices of the result messages of the turn beginning at ``start``."""
+        messages = self._messages
+        for index in range(start, len(messages)):
+            if index > start and not dialects.continues(messages[index - 1], messages[index]):
+                return
+            message = messages[index]
+            if type(message) is dict and dialects.kind(message) is Kind.RESULT:
+                yield index
+
+    def _take(self, start: int, index: int) -> bool:
+        """Add the result texts of ``messages[index]`` to the turn at ``start``;
+        whether it holds other texts too."""
         group = self._groups.setdefault(start, [])
         others = False
-        for slot, is_result in text_slots(message):
+        for slot, is_result in text_slots(self._messages[index]):
             if is_result:
                 group.append((index, slot))
             else:
                 others = True
-        return not others
+        return others
 
     def cuts(
         self, seen: set[int], limit: int, handles: Handles | None
     ) -> Iterator[tuple[int, Due]]:
         """Each result text to cut, and its cut (see :func:`_due`)."""
-        for index, slot, budget in self._budgets(seen):
+        for index, slot, budget in self._budgets():
+            if id(slot.holder) in seen:
+                continue
             due = _due(slot, True, limit, handles, budget)
             if due is not None:
+                seen.add(id(slot.holder))
                 yield index, due
 
-    def _budgets(self, seen: set[int]) -> Iterator[tuple[int, Slot, int]]:
+    def _budgets(self) -> Iterator[tuple[int, Slot, int]]:
         """Each result text to cut, with its budget in quarter tokens: the results
-        of a turn over the limit together share it, the lighter ones kept whole."""
-        for group in self._groups.values():
-            slots = [(i, slot) for i, slot in group if id(slot.holder) not in seen]
-            seen.update(id(slot.holder) for _, slot in slots)
+        of a turn over the limit together share it, the lighter ones kept whole.
+        Every result of the turn is weighed, also one another turn shares (the
+        same block object in two messages), so that a scan of the changed
+        messages and a scan of them all weigh a turn alike."""
+        for slots in self._groups.values():
             texts = [slot.holder[slot.key] for _, slot in slots]
             if sum(map(len, texts)) * _MOST_QUARTERS_PER_CHAR <= self._budget:
                 continue  # cannot be over the limit together
