@@ -31,7 +31,9 @@ from bareagent_compact.dialects import Kind, Slot
 from bareagent_compact.micro import Due
 from bareagent_compact.protocols import ArchiveRecord, Message
 from bareagent_compact.recall import HANDLE_KEY, make_handle
+from bareagent_compact.text_weight import MOST_QUARTERS_PER_CHAR as _MOST_QUARTERS_PER_CHAR
 from bareagent_compact.tokens import text_quarters
+from bareagent_compact.turn_results import TurnResults
 from bareagent_compact.validate import check_int
 
 __all__ = [
@@ -80,9 +82,6 @@ _TEXT_BLOCKS: Final = frozenset({"text", "input_text", "output_text"})
 _NO_TEXT_TO_CUT: Final = frozenset({"assistant", *dialects.SYSTEM_ROLES})
 """Roles whose messages hold no text this cut applies to (read past unopened)."""
 
-_MOST_QUARTERS_PER_CHAR: Final = 6
-"""The heaviest character of the built-in estimate (CJK, 1.5 tokens) in quarters: a
-text of at most ``limit * 4 / 6`` characters cannot be over ``limit`` tokens."""
 
 _SNAP: Final = 8
 """A cut moves to a line break within the last (or first) eighth of what is kept."""
@@ -331,7 +330,7 @@ class OversizeScan:
         self._planned_at = []
         seen: set[int] = set()
         floor = limit * 4 // _MOST_QUARTERS_PER_CHAR
-        turns = _Turns(messages, limit * 4)
+        turns = TurnResults(messages, limit * 4, text_slots)
         for index in self._indices(messages, limit, changed):
             message = messages[index]
             if index < live_from or not _weighed_alone(message, turns, index, floor):
@@ -342,7 +341,7 @@ class OversizeScan:
                     seen.add(id(slot.holder))
                     planned.append(due)
                     self._planned_at.append(index)
-        for index, due in turns.cuts(seen, limit, handles):
+        for index, due in _turn_cuts(turns, seen, limit, handles):
             planned.append(due)
             self._planned_at.append(index)
         self._mark(messages, len(messages), limit)
@@ -367,7 +366,7 @@ class OversizeScan:
         self._mark(messages, first, self._limit)
 
 
-def _weighed_alone(message: Any, turns: _Turns, index: int, floor: int) -> bool:
+def _weighed_alone(message: Any, turns: TurnResults, index: int, floor: int) -> bool:
     """Whether ``message`` may hold a text over the limit weighed alone: not an
     assistant's or system message, nor tool results only (``turns`` takes them,
     to weigh with the other results of their turn)."""
@@ -376,97 +375,17 @@ def _weighed_alone(message: Any, turns: _Turns, index: int, floor: int) -> bool:
     return not turns.add(index, message) and _may_hold_long(message, floor)
 
 
-class _Turns:
-    """The tool results read, by the turn they answer: the results of one turn
-    (parallel calls) are weighed together, so that together they stay within
-    the limit, as one result does."""
-
-    __slots__ = ("_budget", "_groups", "_messages")
-
-    def __init__(self, messages: Sequence[Any], budget: int) -> None:
-        self._messages = messages
-        self._budget = budget  # in quarter tokens
-        self._groups: dict[int, list[tuple[int, Slot]]] = {}
-
-    def add(self, index: int, message: dict[str, Any]) -> bool:
-        """Take the result texts of ``message``, with those of the other results
-        of its turn (Chat and Responses give each result a message of its own);
-        False when it holds none (its other texts, a user's, are weighed alone)."""
-        kind = dialects.kind(message)
-        if kind is Kind.RESULTS:
-            return not self._take(index, index)
-        if kind is not Kind.RESULT:
-            return False
-        start = dialects.turn_start(self._messages, index)
-        if start not in self._groups:
-            for sibling in self._turn(start):
-                self._take(start, sibling)
-        return not any(not is_result for _, is_result in text_slots(message))
-
-    def _turn(self, start: int) -> Iterator[int]:
-        """The indices of the result messages of the turn beginning at ``start``."""
-        messages = self._messages
-        for index in range(start, len(messages)):
-            if index > start and not dialects.continues(messages[index - 1], messages[index]):
-                return
-            message = messages[index]
-            if type(message) is dict and dialects.kind(message) is Kind.RESULT:
-                yield index
-
-    def _take(self, start: int, index: int) -> bool:
-        """Add the result texts of ``messages[index]`` to the turn at ``start``;
-        whether it holds other texts too."""
-        group = self._groups.setdefault(start, [])
-        others = False
-        for slot, is_result in text_slots(self._messages[index]):
-            if is_result:
-                group.append((index, slot))
-            else:
-                others = True
-        return others
-
-    def cuts(
-        self, seen: set[int], limit: int, handles: Handles | None
-    ) -> Iterator[tuple[int, Due]]:
-        """Each result text to cut, and its cut (see :func:`_due`)."""
-        for index, slot, budget in self._budgets():
-            if id(slot.holder) in seen:
-                continue
-            due = _due(slot, True, limit, handles, budget)
-            if due is not None:
-                seen.add(id(slot.holder))
-                yield index, due
-
-    def _budgets(self) -> Iterator[tuple[int, Slot, int]]:
-        """Each result text to cut, with its budget in quarter tokens: the results
-        of a turn over the limit together share it, the lighter ones kept whole.
-        Every result of the turn is weighed, also one another turn shares (the
-        same block object in two messages), so that a scan of the changed
-        messages and a scan of them all weigh a turn alike."""
-        for slots in self._groups.values():
-            texts = [slot.holder[slot.key] for _, slot in slots]
-            if sum(map(len, texts)) * _MOST_QUARTERS_PER_CHAR <= self._budget:
-                continue  # cannot be over the limit together
-            weights = [text_quarters(text) for text in texts]
-            cap = _share(weights, self._budget)
-            for (index, slot), weight in zip(slots, weights, strict=True):
-                if weight > cap:
-                    yield index, slot, cap
-
-
-def _share(weights: Sequence[int], budget: int) -> int:
-    """The most each weight may keep so that together they are within ``budget``:
-    weights under an equal share are kept whole, the rest share what they leave."""
-    if sum(weights) <= budget:
-        return budget
-    remaining, left = budget, len(weights)
-    for weight in sorted(weights):
-        share = remaining // left
-        if weight > share:
-            return share
-        remaining -= weight
-        left -= 1
-    return budget
+def _turn_cuts(
+    turns: TurnResults, seen: set[int], limit: int, handles: Handles | None
+) -> Iterator[tuple[int, Due]]:
+    """Each result text of ``turns`` to cut, and its cut (see :func:`_due`)."""
+    for index, slot, budget in turns.budgets():
+        if id(slot.holder) in seen:
+            continue
+        due = _due(slot, True, limit, handles, budget)
+        if due is not None:
+            seen.add(id(slot.holder))
+            yield index, due
 
 
 def _due(

@@ -29,6 +29,9 @@ CJK_RANGES: Final[tuple[tuple[int, int], ...]] = (
 _CJK_Q: Final = 6
 _LIGHT_Q: Final = 1  # ASCII letter/digit or whitespace
 _OTHER_Q: Final = 2
+MOST_QUARTERS_PER_CHAR: Final = _CJK_Q
+"""The heaviest character (CJK) in quarters: a text of at most ``budget / 6``
+characters cannot weigh more than ``budget`` quarters."""
 
 # Whitespace (str.isspace) above U+00FF; U+3000 is CJK, which takes precedence.
 _WIDE_SPACE: Final = (
