@@ -1,10 +1,12 @@
 """Facts kept across a summary, found without a model: the things agents forget.
 
 Before a rebuild, the summary source is read for the last user request, file
-paths, URLs and error lines. Whatever of these the summary does not already
-contain is appended to the summary message under a short heading, newest
-first, within a token budget. Everything here is deterministic and linear in
-the size of the source.
+paths, URLs and error lines. Error lines are read only where errors are
+reported (tool results and the assistant's text), never in a tool call's input
+or the user's words; a long line is clipped around the error it holds. Whatever
+of these the summary does not already contain is appended to the summary
+message under a short heading, newest first, within a token budget.
+Everything here is deterministic and linear in the size of the source.
 
 A previous summary's pinned block is never searched again: its lines are
 carried over as the facts they already are, so rolling compactions neither
@@ -47,12 +49,20 @@ REQUEST_CHARS: Final = 2000
 """The last user request is kept whole up to this many characters."""
 
 LINE_CHARS: Final = 300
-"""An error line is kept up to this many characters."""
+"""An error line is kept up to this many characters (a longer one is clipped around
+its error, a ``…`` marking each cut end)."""
+
+_CONTEXT_CHARS: Final = LINE_CHARS // 4
+"""How much of a clipped line is kept before its error."""
 
 PINNED_HEADING: Final = "[Pinned facts: kept verbatim from the summarised history]"
 _PINNED_START: Final = "\n\n" + PINNED_HEADING + "\n"
 _REQUEST_LABEL: Final = "Last user request: "
+_REQUEST_RE: Final = re.compile(r"Last user request(?: \((\d+) lines\))?: ")
+"""A request's pinned label; one of several lines says how many (so that a carried
+over request is read back whole)."""
 _ERROR_LABEL: Final = "Error: "
+_RESULT_HEAD_RE: Final = re.compile(r"^\[tool_result:[^\]\n]*\] ?", re.MULTILINE)
 
 URL_RE: Final = re.compile(r"https?://[^\s<>\"'`\])}]+")
 PATH_RE: Final = re.compile(
@@ -87,10 +97,23 @@ def _add(found: list[str], seen: set[str], value: str) -> None:
         found.append(value)
 
 
+def _clipped(line: str) -> str:
+    """``line`` stripped, and clipped to :data:`LINE_CHARS` around its first error
+    (some context before it), a ``…`` marking each end that was cut."""
+    line = line.strip()
+    if len(line) <= LINE_CHARS:
+        return line
+    found = ERROR_RE.search(line)
+    at = 0 if found is None else found.start()
+    start = max(0, min(at - _CONTEXT_CHARS, len(line) - LINE_CHARS))
+    end = start + LINE_CHARS
+    return ("…" if start else "") + line[start:end] + ("…" if end < len(line) else "")
+
+
 def _error_value(line: str) -> str:
     """An error line without the ``Error:`` labels a pinned block put before it
     (a label is only taken off when what follows is itself an error line)."""
-    value = line.strip()[:LINE_CHARS]
+    value = line.strip()
     while value[: len(_ERROR_LABEL)].casefold() == _ERROR_LABEL.casefold():
         rest = value[len(_ERROR_LABEL) :].strip()
         if not ERROR_RE.search(rest):
@@ -114,45 +137,90 @@ def _split_pinned(message: Message) -> tuple[Message, list[str]]:
     if not content.startswith(SUMMARY_PREFIX) or _PINNED_START not in content:
         return message, []
     head, _, block = content.partition(_PINNED_START)
-    return {**message, "content": head}, block.splitlines()
+    return {**message, "content": head}, block.split("\n")
 
 
 def extract(source: Sequence[Message]) -> Facts:
     """The facts of ``source``: the last user request (not a previous summary),
     and every distinct path, URL and error line, in order of appearance. A
     previous summary's pinned lines are taken as they are, never searched;
-    the last request's own lines are not error lines."""
+    error lines are read in tool results and assistant text only, and the last
+    request's own lines are not error lines."""
     facts = Facts()
     names = tool_names(source)
     seen: set[str] = set()
     for original in source:
         message, pinned = _split_pinned(original)
         _carry_over(facts, seen, pinned)
-        text = render_message(message, names)
         if dialects.kind(message) is dialects.Kind.USER:
             request = _request(message, names)
             if request is not None:
                 facts.request = request
-        _add_urls_and_paths(facts, seen, text)
-        _add_errors(facts, seen, text)
+        _add_urls_and_paths(facts, seen, render_message(message, names))
+        _add_errors(facts, seen, _reported(message, names))
     if facts.request:
         own = {_key(_error_value(line)) for line in facts.request.splitlines()}
         facts.errors = [error for error in facts.errors if _key(error) not in own]
     return facts
 
 
+def _reported(message: Message, names: dict[str, str]) -> str:
+    """Where ``message`` may report an error: the content of its tool results, or an
+    assistant's text; never a tool call's input, a user's or a system's words."""
+    message_kind = dialects.kind(message)
+    if message_kind in (dialects.Kind.USER, dialects.Kind.SYSTEM):
+        return ""
+    content = message.get("content")
+    if message_kind is dialects.Kind.RESULTS and isinstance(content, list):
+        message = {**message, "content": [b for b in content if _is_result_block(b)]}
+    elif message_kind is dialects.Kind.ASSISTANT and dialects.calls(message):
+        if dialects.typed_item(message) is not None:
+            return ""  # a Responses call item is nothing but its call
+        if isinstance(content, list):
+            content = [b for b in content if not _is_block(b, dialects.TOOL_USE)]
+        message = {k: v for k, v in message.items() if k != "tool_calls"}
+        message["content"] = content
+    return _RESULT_HEAD_RE.sub("", render_message(message, names))
+
+
+def _is_block(block: object, block_type: str) -> bool:
+    return isinstance(block, dict) and block.get("type") == block_type
+
+
+def _is_result_block(block: object) -> bool:
+    return _is_block(block, dialects.TOOL_RESULT)
+
+
+def _pinned_entries(lines: list[str]) -> Iterator[tuple[str, str]]:
+    """The ``(label, value)`` of each entry of a pinned block, in its order; a
+    request's value holds all of its lines."""
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        request = _REQUEST_RE.match(line)
+        if request is not None:
+            count = int(request.group(1) or 1)
+            value = "\n".join([line[request.end() :], *lines[index + 1 : index + count]])
+            yield _REQUEST_LABEL, value
+            index += count
+            continue
+        if line[: len(_ERROR_LABEL)].casefold() == _ERROR_LABEL.casefold():
+            yield _ERROR_LABEL, line  # kept as it is ("ERROR: ..." too)
+        else:
+            yield line[: line.find(": ") + 2], line
+        index += 1
+
+
 def _carry_over(facts: Facts, seen: set[str], lines: list[str]) -> None:
     """The facts of a previous pinned block (newest first), oldest first, by label."""
     kinds = {"File: ": facts.paths, "URL: ": facts.urls}
-    for line in reversed(lines):
-        if line.startswith(_REQUEST_LABEL):
-            facts.request = line[len(_REQUEST_LABEL) :]
-        elif line.startswith(_ERROR_LABEL):
-            _add(facts.errors, seen, _error_value(line))
-        else:
-            label = line[: line.find(": ") + 2]
-            if label in kinds:
-                _add(kinds[label], seen, line[len(label) :])
+    for label, value in reversed(list(_pinned_entries(lines))):
+        if label == _REQUEST_LABEL:
+            facts.request = value
+        elif label == _ERROR_LABEL:
+            _add(facts.errors, seen, _error_value(value))
+        elif label in kinds:
+            _add(kinds[label], seen, value[len(label) :])
 
 
 def _request(message: Message, names: dict[str, str]) -> str | None:
@@ -176,7 +244,7 @@ def _add_errors(facts: Facts, seen: set[str], text: str) -> None:
     """The error lines of ``text`` (not a truncation marker), stripped and clipped."""
     for line in text.splitlines():
         if ERROR_RE.search(line) and not line.startswith("[truncated:"):
-            _add(facts.errors, seen, _error_value(line))
+            _add(facts.errors, seen, _error_value(_clipped(line)))
 
 
 class _Lines:
@@ -206,7 +274,10 @@ def _request_line(request: str | None, summary: str) -> str | None:
         return None
     if len(request) > REQUEST_CHARS:
         request = request[:REQUEST_CHARS] + " …"
-    return _REQUEST_LABEL + request
+    count = len(request.split("\n"))
+    if count == 1:
+        return _REQUEST_LABEL + request
+    return f"Last user request ({count} lines): {request}"
 
 
 def _rounds(facts: Facts, summary: str) -> Iterator[list[str]]:
