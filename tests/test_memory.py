@@ -115,7 +115,7 @@ def test_pinned_facts_keep_paths_urls_errors_and_the_last_request() -> None:
     assert PINNED_HEADING in summary
     for fact in ("https://example.com/repo.git", "src/app/main.py", "/etc/app/config.toml",
                  "lib/retry.py", "ValueError: bad port",
-                 "Last user request: Also keep the retry logic in lib/retry.py"):
+                 "Last user request (user turn 2): Also keep the retry logic in lib/retry.py"):
         assert fact in summary, fact
 
 

@@ -1,6 +1,7 @@
 """Facts kept across a summary, found without a model: the things agents forget.
 
-Before a rebuild, the summary source is read for the last user request, file
+Before a rebuild, the summary source is read for the last user request, the
+user's standing instructions (see :mod:`bareagent_compact.instructions`), file
 paths, URLs and error lines. Error lines are read only where errors are
 reported (tool results and the assistant's text), never in a tool call's input
 or the user's words; a long line is clipped around the error it holds. Whatever
@@ -20,7 +21,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from bareagent_compact import dialects
+from bareagent_compact import dialects, instructions
+from bareagent_compact.instructions import Instruction
 from bareagent_compact.prompts import SUMMARY_PREFIX
 from bareagent_compact.protocols import Message
 from bareagent_compact.serialize import render_content, render_message, tool_names
@@ -58,9 +60,11 @@ _CONTEXT_CHARS: Final = LINE_CHARS // 4
 PINNED_HEADING: Final = "[Pinned facts: kept verbatim from the summarised history]"
 _PINNED_START: Final = "\n\n" + PINNED_HEADING + "\n"
 _REQUEST_LABEL: Final = "Last user request: "
-_REQUEST_RE: Final = re.compile(r"Last user request(?: \((\d+) lines\))?: ")
-"""A request's pinned label; one of several lines says how many (so that a carried
-over request is read back whole)."""
+_REQUEST_RE: Final = re.compile(
+    r"Last user request(?: \((?:user turn (\d+))?(?:, )?(?:(\d+) lines)?\))?: "
+)
+"""A request's pinned label: the user turn it is, and, for a request of several
+lines, how many (so that a carried over request is read back whole)."""
 _ERROR_LABEL: Final = "Error: "
 _RESULT_HEAD_RE: Final = re.compile(r"^\[tool_result:[^\]\n]*\] ?", re.MULTILINE)
 
@@ -83,6 +87,12 @@ class Facts:
     paths: list[str] = field(default_factory=list)
     urls: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    instructions: list[Instruction] = field(default_factory=list)
+    """The standing instructions of the user's turns, oldest first."""
+    turns: int = 0
+    """The user turns counted so far (those of a previous pinned block included)."""
+    request_turn: int = 0
+    """The user turn of :attr:`request`."""
 
 
 def _key(value: str) -> str:
@@ -152,10 +162,7 @@ def extract(source: Sequence[Message]) -> Facts:
     for original in source:
         message, pinned = _split_pinned(original)
         _carry_over(facts, seen, pinned)
-        if dialects.kind(message) is dialects.Kind.USER:
-            request = _request(message, names)
-            if request is not None:
-                facts.request = request
+        _read_user_turn(facts, message, names)
         _add_urls_and_paths(facts, seen, render_message(message, names))
         _add_errors(facts, seen, _reported(message, names))
     if facts.request:
@@ -164,23 +171,49 @@ def extract(source: Sequence[Message]) -> Facts:
     return facts
 
 
+def _read_user_turn(facts: Facts, message: Message, names: dict[str, str]) -> None:
+    """A user turn's request and standing instructions (the text blocks beside tool
+    results are user turns too); nothing for a previous summary."""
+    message_kind = dialects.kind(message)
+    if message_kind is dialects.Kind.USER:
+        text = _request(message, names)
+    elif message_kind is dialects.Kind.RESULTS and isinstance(message.get("content"), list):
+        blocks = [b for b in message["content"] if _is_block(b, "text")]
+        text = render_content(blocks, names).strip() or None
+    else:
+        return
+    if text is None:
+        return
+    facts.turns += 1
+    if message_kind is dialects.Kind.USER:
+        facts.request, facts.request_turn = text, facts.turns
+    instructions.merge(facts.instructions, instructions.instructions_in(text, facts.turns))
+
+
 def _reported(message: Message, names: dict[str, str]) -> str:
     """Where ``message`` may report an error: the content of its tool results, or an
     assistant's text; never a tool call's input, a user's or a system's words."""
     message_kind = dialects.kind(message)
-    if message_kind in (dialects.Kind.USER, dialects.Kind.SYSTEM):
-        return ""
     content = message.get("content")
     if message_kind is dialects.Kind.RESULTS and isinstance(content, list):
         message = {**message, "content": [b for b in content if _is_result_block(b)]}
-    elif message_kind is dialects.Kind.ASSISTANT and dialects.calls(message):
-        if dialects.typed_item(message) is not None:
-            return ""  # a Responses call item is nothing but its call
-        if isinstance(content, list):
-            content = [b for b in content if not _is_block(b, dialects.TOOL_USE)]
-        message = {k: v for k, v in message.items() if k != "tool_calls"}
-        message["content"] = content
+    elif message_kind is dialects.Kind.ASSISTANT:
+        message = _without_calls(message)
+    elif message_kind is not dialects.Kind.RESULT:
+        return ""
     return _RESULT_HEAD_RE.sub("", render_message(message, names))
+
+
+def _without_calls(message: Message) -> Message:
+    """An assistant message without its tool calls (a Responses call item: empty)."""
+    if not dialects.calls(message):
+        return message
+    if dialects.typed_item(message) is not None:
+        return {"role": "assistant", "content": ""}  # nothing but its call
+    content = message.get("content")
+    if isinstance(content, list):
+        content = [b for b in content if not _is_block(b, dialects.TOOL_USE)]
+    return {**{k: v for k, v in message.items() if k != "tool_calls"}, "content": content}
 
 
 def _is_block(block: object, block_type: str) -> bool:
@@ -199,9 +232,9 @@ def _pinned_entries(lines: list[str]) -> Iterator[tuple[str, str]]:
         line = lines[index]
         request = _REQUEST_RE.match(line)
         if request is not None:
-            count = int(request.group(1) or 1)
+            count = int(request.group(2) or 1)
             value = "\n".join([line[request.end() :], *lines[index + 1 : index + count]])
-            yield _REQUEST_LABEL, value
+            yield f"{_REQUEST_LABEL}{request.group(1) or 0}", value
             index += count
             continue
         if line[: len(_ERROR_LABEL)].casefold() == _ERROR_LABEL.casefold():
@@ -214,13 +247,19 @@ def _pinned_entries(lines: list[str]) -> Iterator[tuple[str, str]]:
 def _carry_over(facts: Facts, seen: set[str], lines: list[str]) -> None:
     """The facts of a previous pinned block (newest first), oldest first, by label."""
     kinds = {"File: ": facts.paths, "URL: ": facts.urls}
+    carried = [parsed for line in lines if (parsed := instructions.parse(line)) is not None]
     for label, value in reversed(list(_pinned_entries(lines))):
-        if label == _REQUEST_LABEL:
-            facts.request = value
+        if label.startswith(_REQUEST_LABEL):
+            turn = int(label[len(_REQUEST_LABEL) :])
+            facts.request, facts.request_turn = value, turn
+            carried += instructions.instructions_in(value, turn)
         elif label == _ERROR_LABEL:
             _add(facts.errors, seen, _error_value(value))
         elif label in kinds:
             _add(kinds[label], seen, value[len(label) :])
+    carried.sort(key=lambda found: found.turn)  # stable: a line's own order stays
+    instructions.merge(facts.instructions, carried)
+    facts.turns = max([facts.turns, facts.request_turn, *(found.turn for found in carried)])
 
 
 def _request(message: Message, names: dict[str, str]) -> str | None:
@@ -268,16 +307,30 @@ class _Lines:
         return True
 
 
-def _request_line(request: str | None, summary: str) -> str | None:
+def _request_line(facts: Facts, summary: str) -> str | None:
     """The last user request's line, unless the summary already holds it."""
+    request = facts.request
     if not request or request in summary:
         return None
     if len(request) > REQUEST_CHARS:
         request = request[:REQUEST_CHARS] + " …"
+    where = [f"user turn {facts.request_turn}"] if facts.request_turn else []
     count = len(request.split("\n"))
-    if count == 1:
+    if count > 1:
+        where.append(f"{count} lines")
+    if not where:
         return _REQUEST_LABEL + request
-    return f"Last user request ({count} lines): {request}"
+    return f"Last user request ({', '.join(where)}): {request}"
+
+
+def _take_instructions(taken: _Lines, facts: Facts, request: str | None) -> None:
+    """The standing instructions not already in the pinned ``request``, newest first
+    while they fit, set down oldest first."""
+    start = len(taken.lines)
+    for instruction in reversed(facts.instructions):
+        if request is None or instruction.text not in request:
+            taken.take(instructions.line(instruction))
+    taken.lines[start:] = reversed(taken.lines[start:])
 
 
 def _rounds(facts: Facts, summary: str) -> Iterator[list[str]]:
@@ -296,12 +349,15 @@ def _rounds(facts: Facts, summary: str) -> Iterator[list[str]]:
 
 
 def pinned_block(facts: Facts, summary: str, budget: int, count: Callable[[str], int]) -> str:
-    """The text to append to the summary: the facts the summary lacks, newest first
-    in each kind, within ``budget`` (as measured by ``count``). Empty if none."""
+    """The text to append to the summary: the last request, the standing
+    instructions (always: the block is what carries them from one summary to the
+    next), then the facts the summary lacks, newest first in each kind, within
+    ``budget`` (as measured by ``count``). Empty if none."""
     taken = _Lines(budget, count)
-    request = _request_line(facts.request, summary)
-    if request is not None:
-        taken.take(request)
+    request = _request_line(facts, summary)
+    if request is not None and not taken.take(request):
+        request = None
+    _take_instructions(taken, facts, request)
     for lines in _rounds(facts, summary):
         fitted = [taken.take(line) for line in lines]  # every line is tried
         if not any(fitted):
