@@ -23,7 +23,7 @@ from typing import Final
 
 from bareagent_compact import dialects, instructions
 from bareagent_compact.instructions import Instruction
-from bareagent_compact.prompts import SUMMARY_PREFIX
+from bareagent_compact.prompts import SUMMARY_PREFIX, framing_for
 from bareagent_compact.protocols import Message
 from bareagent_compact.serialize import render_content, render_message, tool_names
 
@@ -291,11 +291,11 @@ class _Lines:
 
     __slots__ = ("budget", "count", "lines", "used")
 
-    def __init__(self, budget: int, count: Callable[[str], int]) -> None:
+    def __init__(self, budget: int, count: Callable[[str], int], framing: str) -> None:
         self.lines: list[str] = []
         self.budget = budget
         self.count = count
-        self.used = count(PINNED_HEADING) + 2
+        self.used = count(PINNED_HEADING) + count(framing) + 3
 
     def take(self, line: str) -> bool:
         """Take ``line`` if it fits; whether it did."""
@@ -351,9 +351,12 @@ def _rounds(facts: Facts, summary: str) -> Iterator[list[str]]:
 def pinned_block(facts: Facts, summary: str, budget: int, count: Callable[[str], int]) -> str:
     """The text to append to the summary: the last request, the standing
     instructions (always: the block is what carries them from one summary to the
-    next), then the facts the summary lacks, newest first in each kind, within
-    ``budget`` (as measured by ``count``). Empty if none."""
-    taken = _Lines(budget, count)
+    next), then the facts the summary lacks, newest first in each kind, and last
+    the continuation framing in the summary's language (the summary is history:
+    go on without redoing finished work), within ``budget`` (as measured by
+    ``count``). Empty if none."""
+    framing = framing_for(summary)
+    taken = _Lines(budget, count, framing)
     request = _request_line(facts, summary)
     if request is not None and not taken.take(request):
         request = None
@@ -364,4 +367,4 @@ def pinned_block(facts: Facts, summary: str, budget: int, count: Callable[[str],
             break
     if not taken.lines:
         return ""
-    return "\n\n" + PINNED_HEADING + "\n" + "\n".join(taken.lines)
+    return "\n\n" + PINNED_HEADING + "\n" + "\n".join([*taken.lines, framing])
