@@ -433,7 +433,10 @@ def test_the_english_acknowledgement_says_the_summary_is_history_to_continue_fro
 
 @pytest.mark.parametrize(
     ("summary", "framing"),
-    [("The user wants the test fixed.", ENGLISH_FRAMING), ("用户要修复失败的测试。", CHINESE_FRAMING)],
+    [
+        ("The user wants the test fixed.", ENGLISH_FRAMING),
+        ("用户要修复失败的测试。", CHINESE_FRAMING),
+    ],
 )
 def test_with_pins_the_summary_message_closes_with_the_framing_in_its_language(
     summary: str, framing: str
