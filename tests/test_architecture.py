@@ -22,7 +22,8 @@ LAYERS: dict[str, int] = {
     # the concerns, and the stores beside them
     "options": 3, "rebuild": 3, "summarize": 3, "micro": 3, "micro_policy": 3, "trigger": 3,
     "requests": 3,
-    "anchor": 3, "history": 3, "ledger": 3, "facts": 3, "offline": 3, "providers": 3, "usage": 3,
+    "anchor": 3, "history": 3, "ledger": 3, "facts": 3, "instructions": 3, "offline": 3,
+    "providers": 3, "usage": 3,
     "overflow": 3, "stores": 3, "recall": 3, "background": 3, "oversize": 3, "turn_results": 3,
     "thinking": 3, "check": 3, "server_summary": 3,
     # the steps, then the drivers

@@ -23,9 +23,11 @@ from bareagent_compact import (
 )
 from bareagent_compact.facts import PINNED_HEADING, extract
 from bareagent_compact.prompts import (
+    CHINESE_FRAMING,
     DEFAULT_ACKNOWLEDGEMENT,
     DEFAULT_SUMMARY_PROMPT,
     ENGLISH_ACKNOWLEDGEMENT,
+    ENGLISH_FRAMING,
     ENGLISH_ROLLING_LEAD_IN,
     ENGLISH_SUMMARY_PROMPT,
     SUMMARY_PREFIX,
@@ -115,7 +117,7 @@ def test_pinned_facts_keep_paths_urls_errors_and_the_last_request() -> None:
     assert PINNED_HEADING in summary
     for fact in ("https://example.com/repo.git", "src/app/main.py", "/etc/app/config.toml",
                  "lib/retry.py", "ValueError: bad port",
-                 "Last user request: Also keep the retry logic in lib/retry.py"):
+                 "Last user request (user turn 2): Also keep the retry logic in lib/retry.py"):
         assert fact in summary, fact
 
 
@@ -408,3 +410,43 @@ def test_with_a_small_threshold_the_pinned_block_stays_within_a_tenth_of_it() ->
     compactor = Compactor(RecordingProvider("Vague."), pin_facts=True, threshold=3000)
     compactor(messages, force=True)
     assert estimate_tokens([{"role": "user", "content": "\n".join(pinned_lines(messages))}]) <= 300
+
+
+# Continuation framing.
+def test_both_summary_prompts_keep_done_apart_from_in_flight_and_name_the_next_step() -> None:
+    for topic in ("中文", "目标", "已完成", "约束", "路径", "上下文"):  # the spec's topics
+        assert topic in DEFAULT_SUMMARY_PROMPT
+    for section in ("【已完成】", "不必重做", "【进行中】", "做到哪一步", "【下一步】"):
+        assert section in DEFAULT_SUMMARY_PROMPT
+    for section in ("Done:", "not to be redone", "In flight:", "how far it got", "Next step:"):
+        assert section in ENGLISH_SUMMARY_PROMPT
+
+
+def test_the_english_acknowledgement_says_the_summary_is_history_to_continue_from() -> None:
+    messages = history()
+    Compactor(RecordingProvider("S"), language="en")(messages, force=True)
+    assert messages[1]["content"] == SUMMARY_PREFIX + "S"
+    assert messages[2]["content"] == ENGLISH_ACKNOWLEDGEMENT
+    for words in ("history", "not a new request", "next step", "without redoing"):
+        assert words in ENGLISH_ACKNOWLEDGEMENT
+
+
+@pytest.mark.parametrize(
+    ("summary", "framing"),
+    [
+        ("The user wants the test fixed.", ENGLISH_FRAMING),
+        ("用户要修复失败的测试。", CHINESE_FRAMING),
+    ],
+)
+def test_with_pins_the_summary_message_closes_with_the_framing_in_its_language(
+    summary: str, framing: str
+) -> None:
+    compactor = Compactor(RecordingProvider(summary), pin_facts=True)
+    messages = history()
+    for _ in range(3):
+        compactor(messages, force=True)
+        content = messages[1]["content"]
+        assert content.startswith(SUMMARY_PREFIX + summary)
+        assert content.endswith("\n" + framing) and content.count(framing) == 1
+        messages += history()[2:]
+    assert extract([messages[1]]).errors == []  # the framing is no fact

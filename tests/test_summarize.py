@@ -250,7 +250,7 @@ def test_a_counter_that_ignores_its_input_still_ends_in_a_bounded_number_of_call
 @pytest.mark.parametrize(
     "options",
     [
-        {"summary_input_tokens": 454},  # the least the default prompt allows
+        {"summary_input_tokens": 548},  # the least the default prompt allows
         {"summary_input_tokens": 1998, "system_prompt": "Summarise it carefully. " * 120},
         {"token_counter": lambda m: 70_000},
     ],

@@ -1,18 +1,27 @@
-"""The fixed texts of full compaction (SPEC 11.2), as named constants."""
+"""The fixed texts of full compaction (SPEC 11.2), as named constants.
+
+The specification fixes the summary prefix and the Chinese acknowledgement word
+for word, and what the summary prompt asks for (in Chinese: the goal, the work
+done, key constraints, important paths, the context needed to continue). Both
+prompts ask for that with what is done (not to be redone) kept apart from what
+is in flight, and the next step named.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final
 
 DEFAULT_SUMMARY_PROMPT: Final = (
     "你是一个负责压缩对话上下文的助手。请用中文总结下面的对话历史，内容包括："
-    "1. 用户的目标；2. 已完成的工作；3. 关键约束与决定；"
-    "4. 重要的文件路径、命令与标识符；5. 继续工作所需的上下文与下一步。"
+    "1. 用户的目标；2. 【已完成】的工作（不必重做）；3. 【进行中】的工作（做到哪一步）；"
+    "4. 关键约束与决定；5. 重要的文件路径、命令与标识符；6. 继续工作所需的上下文与【下一步】。"
     "只输出摘要本身，保持简洁、准确，不要编造对话中没有的内容。"
 )
 """System prompt of the summary request: a Chinese summary of goal, work done,
-constraints, important paths and the context needed to continue."""
+constraints, important paths and the context needed to continue (SPEC 11.2 step
+6), with what is done kept apart from what is in flight, and the next step named."""
 
 SUMMARY_PREFIX: Final = "[Context Compressed]\n"
 """Prefix of the user message that carries the summary in the rebuilt history."""
@@ -25,17 +34,42 @@ DEFAULT_THRESHOLD: Final = 50000
 
 ENGLISH_SUMMARY_PROMPT: Final = (
     "You compress the context of a conversation between a user and an AI agent. Summarise "
-    "the conversation below in English, covering: 1. the user's goal; 2. the work done so "
-    "far; 3. key constraints and decisions; 4. important file paths, commands and "
-    "identifiers; 5. the context and next steps needed to continue. Output only the "
-    "summary, concise and accurate; do not invent anything that is not in the conversation."
+    "the conversation below in English, covering: 1. the user's goal; 2. Done: the work "
+    "done so far (not to be redone); 3. In flight: work started but not finished, and how "
+    "far it got; 4. key constraints and decisions; 5. important file paths, commands and "
+    "identifiers; 6. Next step: the context and next steps needed to continue. Output only "
+    "the summary, concise and accurate; do not invent anything that is not in the "
+    "conversation."
 )
-"""The ``language="en"`` summary prompt: the same five sections as the default."""
+"""The ``language="en"`` summary prompt: the same topics as the default."""
 
 ENGLISH_ACKNOWLEDGEMENT: Final = (
-    "Understood. I have the context of the conversation so far and will continue the work."
+    "Understood: that is the history so far, not a new request. I will continue from the "
+    "next step without redoing finished work."
 )
-"""The ``language="en"`` assistant message after the summary."""
+"""The ``language="en"`` assistant message after the summary: the summary is history,
+finished work is not redone, the work goes on from the next step."""
+
+CHINESE_FRAMING: Final = (
+    "[以上是之前对话的摘要，是历史记录，不是新的请求：【已完成】的工作不要重做，"
+    "从【进行中】的工作和【下一步】继续。]"
+)
+ENGLISH_FRAMING: Final = (
+    "[The above is a summary of the conversation so far: history, not a new request. Do "
+    "not redo the work listed as done; continue the work in flight from the next step.]"
+)
+"""Closes the summary message when facts are pinned (``pin_facts=True``), in the
+summary's language (see :func:`framing_for`)."""
+
+_CJK_RE: Final = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_LETTER_RE: Final = re.compile(r"[^\W\d_]")
+
+
+def framing_for(summary: str) -> str:
+    """The framing line in the language of ``summary``: Chinese when more than half of
+    its letters are CJK, else English."""
+    letters = len(_LETTER_RE.findall(summary))
+    return CHINESE_FRAMING if 2 * len(_CJK_RE.findall(summary)) > letters else ENGLISH_FRAMING
 
 CHINESE_ROLLING_LEAD_IN: Final = (
     "下面的第一条消息是更早之前对话的摘要，其中仍然相关的内容必须全部保留到新的摘要中。\n\n"
