@@ -26,12 +26,14 @@ from bareagent_compact.prompts import (
     CHINESE_FRAMING,
     DEFAULT_ACKNOWLEDGEMENT,
     DEFAULT_SUMMARY_PROMPT,
+    EARLIER_ACKNOWLEDGEMENTS,
     ENGLISH_ACKNOWLEDGEMENT,
     ENGLISH_FRAMING,
     ENGLISH_ROLLING_LEAD_IN,
     ENGLISH_SUMMARY_PROMPT,
     SUMMARY_PREFIX,
 )
+from bareagent_compact.rebuild import is_own_output
 from conftest import RecordingProvider, tool_history, tool_round
 from converters import to_chat, to_responses
 
@@ -450,3 +452,11 @@ def test_with_pins_the_summary_message_closes_with_the_framing_in_its_language(
         assert content.endswith("\n" + framing) and content.count(framing) == 1
         messages += history()[2:]
     assert extract([messages[1]]).errors == []  # the framing is no fact
+
+
+def test_an_acknowledgement_an_earlier_version_wrote_is_still_the_librarys_own_output() -> None:
+    for earlier in EARLIER_ACKNOWLEDGEMENTS:
+        assert earlier != ENGLISH_ACKNOWLEDGEMENT
+        assert is_own_output({"role": "assistant", "content": earlier}, ENGLISH_ACKNOWLEDGEMENT)
+    other = {"role": "assistant", "content": "Understood."}
+    assert not is_own_output(other, ENGLISH_ACKNOWLEDGEMENT)

@@ -50,6 +50,12 @@ ENGLISH_ACKNOWLEDGEMENT: Final = (
 """The ``language="en"`` assistant message after the summary: the summary is history,
 finished work is not redone, the work goes on from the next step."""
 
+EARLIER_ACKNOWLEDGEMENTS: Final = (
+    "Understood. I have the context of the conversation so far and will continue the work.",
+)
+"""Acknowledgements earlier versions wrote, still read as the library's own output
+in a history compacted before (so a rolling summary is still recognised)."""
+
 CHINESE_FRAMING: Final = (
     "[以上是之前对话的摘要，是历史记录，不是新的请求：【已完成】的工作不要重做，"
     "从【进行中】的工作和【下一步】继续。]"

@@ -16,7 +16,7 @@ from bareagent_compact import dialects
 from bareagent_compact._json import json_copy
 from bareagent_compact.options import Options
 from bareagent_compact.pairs import find_orphans
-from bareagent_compact.prompts import SUMMARY_PREFIX
+from bareagent_compact.prompts import EARLIER_ACKNOWLEDGEMENTS, SUMMARY_PREFIX
 from bareagent_compact.protocols import Message, ServerSummary
 from bareagent_compact.serialize import _serialize
 from bareagent_compact.split import (
@@ -70,7 +70,7 @@ def is_own_output(message: Message, acknowledgement: str) -> bool:
     """True for the summary and acknowledgement messages a previous compaction wrote."""
     content = message.get("content")
     if message.get("role") == "assistant":
-        return content == acknowledgement
+        return content == acknowledgement or content in EARLIER_ACKNOWLEDGEMENTS
     return (
         message.get("role") == "user"
         and isinstance(content, str)
