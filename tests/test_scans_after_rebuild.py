@@ -1,7 +1,9 @@
 """After a full compaction the scans start anew: a long-lived compactor does what
 a compactor reading everything does on the next call (an oversize summary kept by
 a forced compaction is cut then). The two sessions are the generated ones of
-``benchmarks/differential.py`` in which a stale oversize scan once skipped it."""
+``benchmarks/differential.py`` in which a full compaction keeps a summary bigger than
+what it replaced and a later call truncates (a stale oversize scan once skipped
+that cut; the chat session is chosen anew when the prompts change the sessions)."""
 
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ def steps(module: ModuleType, kind: type[Compactor], session: int, dialect: str)
         logger.removeHandler(warnings)
 
 
-@pytest.mark.parametrize(("session", "dialect"), [(187, "anthropic"), (1427, "chat")])
+@pytest.mark.parametrize(("session", "dialect"), [(187, "anthropic"), (1407, "chat")])
 def test_the_call_after_a_rebuild_reads_the_history_as_a_fresh_compactor(
     session: int, dialect: str
 ) -> None:
