@@ -225,6 +225,8 @@ def test_a_section_reads_back_exactly_whatever_its_turns_hold() -> None:
         "content": SUMMARY_PREFIX + "see\n\n" + TURNS_HEADING + "2]\n" + section(["real"]),
     }
     assert read_back(quoted) == ["real"]
+    copied = {"role": "user", "content": SUMMARY_PREFIX + "s" + section(["old"]) + section(["new"])}
+    assert read_back(copied) == ["new"]  # a summary that copied the previous section
     assert read_back({"role": "user", "content": "not a summary" + section(["x"])}) == []
     assert read_back({"role": "user", "content": SUMMARY_PREFIX + section(["x"])[:-1] + "?!"}) == []
 
@@ -276,3 +278,20 @@ def test_a_zero_budget_keeps_no_turn(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
         compactor(messages, force=True)
     assert summary_message(messages) == SUMMARY_PREFIX + "Work went on."
+
+
+def test_turns_that_would_make_the_history_bigger_are_left_out() -> None:
+    messages: list[Message] = [*round_of(0), {"role": "user", "content": "Go on."}]
+    source = estimate_tokens(messages[:-1])
+    words = ["word"] * source
+    while estimate_tokens([{"role": "user", "content": SUMMARY_PREFIX + " ".join(words)}]) > (
+        source - 30
+    ):
+        words.pop()
+    long_summary = " ".join(words)
+    compactor = Compactor(
+        lambda prompt: long_summary, threshold=10, language="en", keep_user_turns=True
+    )
+    result = compactor(messages)
+    assert result.action is Action.FULL
+    assert summary_message(messages) == SUMMARY_PREFIX + long_summary

@@ -133,7 +133,7 @@ def read_back(message: Message) -> list[str]:
 def _entries(content: str, at: int) -> list[str] | None:
     """The entries of a section whose heading's count starts at ``at``; ``None``
     unless they read back whole (the count, the numbering, the lengths, and then
-    the end of the message or a blank line)."""
+    the end of the message or another block after a blank line)."""
     head = _COUNT.match(content, at)
     if head is None:
         return None
@@ -150,7 +150,10 @@ def _entries(content: str, at: int) -> list[str] | None:
         turns.append(content[entry[0] : entry[1]])
         at = entry[1]
     rest = content[at:]
-    return turns if total and (not rest or rest.startswith("\n\n")) else None
+    # What may follow: nothing, or another block (pinned facts), never a second
+    # section (a summariser that copied the previous one into its summary).
+    ends = not rest or (rest.startswith("\n\n[") and not rest.startswith(_START))
+    return turns if total and ends else None
 
 
 def _entry(content: str, at: int, place: tuple[int, int]) -> tuple[int, int] | None:
