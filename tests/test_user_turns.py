@@ -195,6 +195,10 @@ def test_only_real_user_turns_count() -> None:
     assert user_text({"role": "system", "content": "Rules."}) is None
     result = {"type": "tool_result", "tool_use_id": "x", "content": "Fix it."}
     assert user_text({"role": "user", "content": [result]}) is None
+    beside = {"role": "user", "content": [result, {"type": "text", "text": "Stop, use git."}]}
+    assert user_text(beside) == "Stop, use git."
+    reminded = [result, {"type": "text", "text": reminder}]
+    assert user_text({"role": "user", "content": reminded}) is None
     assert user_text({"role": "tool", "tool_call_id": "x", "content": "Fix it."}) is None
     assert user_text({"type": "function_call_output", "call_id": "x", "output": "Fix it."}) is None
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}
@@ -283,10 +287,16 @@ def test_a_zero_budget_keeps_no_turn(caplog: pytest.LogCaptureFixture) -> None:
 def test_turns_that_would_make_the_history_bigger_are_left_out() -> None:
     messages: list[Message] = [*round_of(0), {"role": "user", "content": "Go on."}]
     source = estimate_tokens(messages[:-1])
+    acknowledgement = Compactor(forgetful, language="en").acknowledgement
     words = ["word"] * source
-    while estimate_tokens([{"role": "user", "content": SUMMARY_PREFIX + " ".join(words)}]) > (
-        source - 30
-    ):
+
+    def block() -> list[Message]:
+        return [
+            {"role": "user", "content": SUMMARY_PREFIX + " ".join(words)},
+            {"role": "assistant", "content": acknowledgement},
+        ]
+
+    while estimate_tokens(block()) > source - 5:  # the summary alone just fits
         words.pop()
     long_summary = " ".join(words)
     compactor = Compactor(
@@ -295,3 +305,27 @@ def test_turns_that_would_make_the_history_bigger_are_left_out() -> None:
     result = compactor(messages)
     assert result.action is Action.FULL
     assert summary_message(messages) == SUMMARY_PREFIX + long_summary
+
+
+def test_pins_repeat_nothing_the_kept_turns_hold_and_take_over_what_they_drop() -> None:
+    rule = "Never touch the tests."
+    first = f"Fix the parser in src/parse.py. {rule}"
+    turn_tokens = estimate_tokens([{"role": "user", "content": request(1)}])
+    compactor = Compactor(
+        forgetful,
+        language="en",
+        keep_user_turns=True,
+        user_turns_tokens=turn_tokens + 25,  # one turn at a time
+        pin_facts=True,
+    )
+    messages: list[Message] = [{"role": "user", "content": first}, *round_of(0)[1:]]
+    for number in range(1, 4):
+        messages.append({"role": "user", "content": request(number)})
+        compactor(messages, force=True)
+        text = summary_message(messages)
+        kept = read_back({"role": "user", "content": text})
+        for said in (first, rule, request(number - 1) if number > 1 else first):
+            assert text.count(said) <= 1, said
+        assert rule in text  # kept in the turns, then pinned once they drop it
+        assert (first in kept) == (number == 1)
+        messages += round_of(number)[1:]

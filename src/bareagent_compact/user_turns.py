@@ -21,11 +21,12 @@ section is read back exactly at the next compaction whatever the text holds:
 the turns of earlier rounds are carried over, newest first within the budget.
 
 What counts as a user turn: a message of kind ``USER`` (a ``user`` message
-without tool results; a Responses user message item), not a previous summary.
-Its text parts are kept (``text`` and ``input_text`` blocks, joined by new
-lines); images and files are not. Spans the agent framework injects as user
-text, ``<system-reminder>...</system-reminder>`` and
-``<environment_context>...</environment_context>``, are taken out; a message
+without tool results; a Responses user message item), not a previous summary,
+and the text blocks beside the tool results of an Anthropic user message (the
+text of a tool result itself never is). Its text parts are kept (``text`` and
+``input_text`` blocks, joined by new lines); images and files are not. Spans
+the agent framework injects as user text, ``<system-reminder>...</system-reminder>``
+and ``<environment_context>...</environment_context>``, are taken out; a message
 with nothing else is not a turn. Everything here is pure and deterministic.
 """
 
@@ -35,7 +36,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
-from bareagent_compact import dialects
+from bareagent_compact import dialects, instructions
 from bareagent_compact.prompts import SUMMARY_PREFIX
 from bareagent_compact.protocols import Message
 
@@ -47,6 +48,7 @@ __all__ = [
     "read_back",
     "section",
     "turns_budget",
+    "unrepeated",
     "user_text",
     "user_turns",
 ]
@@ -99,13 +101,21 @@ def _texts(content: Any) -> Iterable[str]:
                     yield text
 
 
+def _is_result(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "tool_result"
+
+
 def user_text(message: Message) -> str | None:
     """The text of a real user turn, injected spans taken out and stripped; ``None``
     for anything else (tool results, assistant or system messages, a previous
-    summary, a message with no text of the user's)."""
-    if dialects.kind(message) is not dialects.Kind.USER:
-        return None
+    summary, a message with no text of the user's). The text blocks beside the
+    tool results of an Anthropic user message are a user turn too."""
+    kind = dialects.kind(message)
     content = message.get("content")
+    if kind is dialects.Kind.RESULTS and isinstance(content, list):
+        content = [block for block in content if not _is_result(block)]
+    elif kind is not dialects.Kind.USER:
+        return None
     if isinstance(content, str) and content.startswith(SUMMARY_PREFIX):
         return None
     text = "\n".join(_texts(content))
@@ -205,11 +215,12 @@ def fit(turns: Sequence[str], budget: int, count: Callable[[str], int]) -> list[
     kept: list[str] = []
     used = count(section(["?"]))  # the heading and one entry's label
     for text in reversed(turns):
-        size = count(text) + 4
-        if used + size > budget:
-            break
+        used += count(text) + 4
+        if used > budget:  # near the budget: the section itself is counted
+            used = count(section([text, *kept]))
+            if used > budget:
+                break
         kept.insert(0, text)
-        used += size
     while kept and count(section(kept)) > budget:  # each part counted alone may differ
         kept.pop(0)
     if not kept and turns:
@@ -223,6 +234,8 @@ def clip(text: str, budget: int, count: Callable[[str], int]) -> str | None:
     were left out, its section within ``budget``; ``None`` when even a short clip
     does not fit."""
     size = count(section([text]))
+    if size <= budget:
+        return text
     keep = len(text) * budget // max(size, 1)
     for _ in range(12):
         if keep < 40:
@@ -233,3 +246,27 @@ def clip(text: str, budget: int, count: Callable[[str], int]) -> str | None:
             return clipped
         keep = keep * 4 // 5
     return None
+
+
+def expanded(source: Sequence[Message]) -> list[Message]:
+    """``source`` with each previous summary message followed by the turns it kept,
+    as user messages: what the pinned facts read, so that a request or standing
+    instruction a kept turn holds is pinned once that turn is no longer kept."""
+    found: list[Message] = []
+    for message in source:
+        found.append(message)
+        found.extend({"role": "user", "content": text} for text in read_back(message))
+    return found
+
+
+def unrepeated(pinned: str, kept: str) -> str:
+    """The pinned block without the standing instructions the ``kept`` section holds
+    word for word (they are there already)."""
+    if not pinned or not kept:
+        return pinned
+    lines = pinned.split("\n")
+    return "\n".join(
+        line
+        for line in lines
+        if (rule := instructions.parse(line)) is None or rule.text not in kept
+    )

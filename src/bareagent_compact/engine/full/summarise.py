@@ -17,7 +17,7 @@ from bareagent_compact.rebuild import Plan, is_own_output, replacement, summary_
 from bareagent_compact.requests import Outcome, Request, SaveRequest
 from bareagent_compact.server_summary import live_prefix, summarize_on_server
 from bareagent_compact.summarize import Summarized, summarize_source
-from bareagent_compact.user_turns import fit, section, user_turns
+from bareagent_compact.user_turns import expanded, fit, section, unrepeated, user_turns
 
 logger = logging.getLogger("bareagent_compact.compactor")
 
@@ -80,14 +80,17 @@ def summarise(parts: Parts, made: Plan, truncated: int = 0) -> Generator[Request
     )
 
 
-def _pinned(parts: Parts, made: Plan, summary: str) -> str:
-    """The pinned-facts block to append to the summary (``pin_facts=True``)."""
+def _pinned(parts: Parts, made: Plan, summary: str, turns: str = "") -> str:
+    """The pinned-facts block to append to the summary (``pin_facts=True``): none of
+    what the kept user ``turns`` (after the summary) hold word for word."""
     options = parts.options
     if not options.pin_facts or not options.derived.pin_facts_tokens:
         return ""
     try:
-        facts = extract(made.source)
-        return pinned_block(facts, summary, options.derived.pin_facts_tokens, _text_count(parts))
+        facts = extract(expanded(made.source) if options.keep_user_turns else made.source)
+        budget = options.derived.pin_facts_tokens
+        block = pinned_block(facts, summary + turns, budget, _text_count(parts))
+        return unrepeated(block, turns)
     except Exception:  # the summary is in hand: facts are a bonus, never a failure
         logger.warning("pinning facts failed; the summary is kept without them", exc_info=True)
         return ""
@@ -125,7 +128,7 @@ def with_pins(
     is not pinned again); pins, then turns, that alone would make it bigger are
     left out."""
     body = summary + turns
-    pinned = body + _pinned(parts, made, body)
+    pinned = body + _pinned(parts, made, summary, turns)
     for candidate in dict.fromkeys((pinned, body)):
         if candidate != summary and not inflated(parts, made, candidate, attempt, quiet=True):
             if candidate != pinned:
