@@ -33,6 +33,7 @@ from bareagent_compact.protocols import (
 )
 from bareagent_compact.summarize import DEFAULT_SUMMARY_INPUT_TOKENS, MIN_BUDGET, check_budget
 from bareagent_compact.tokens import estimate_tokens
+from bareagent_compact.user_turns import DEFAULT_USER_TURNS_TOKENS, turns_budget
 from bareagent_compact.validate import check_int
 
 
@@ -93,6 +94,9 @@ class Derived:
     background_tokens: int | None = None
     """The count above which a summary starts in the background
     (``floor(background_at * threshold)``); ``None``: off."""
+    user_turns_tokens: int = 0
+    """The kept user turns' budget (``keep_user_turns``): ``user_turns_tokens``, or,
+    left at its default, ``min(20000, threshold // 10)``."""
 
 
 def _check_callable(name: str, value: object, *, optional: bool) -> None:
@@ -154,6 +158,7 @@ def _check_values(options: Options) -> None:
     check_int("summary_input_tokens", options.summary_input_tokens, MIN_BUDGET)
     check_int("pin_facts_tokens", options.pin_facts_tokens)
     check_int("keep_tail_tokens", options.keep_tail_tokens)
+    check_int("user_turns_tokens", options.user_turns_tokens)
     check_max_message_tokens(options.max_message_tokens)
     for name in ("token_counter", "before_compact", "after_compact"):
         _check_callable(name, getattr(options, name), optional=True)
@@ -214,6 +219,10 @@ def derive(options: Options) -> Derived:
             options.max_message_tokens is DEFAULT_MAX_MESSAGE_TOKENS,
         ),
         _background_tokens(options),
+        _ruled(
+            turns_budget(options.user_turns_tokens, options.threshold),
+            options.user_turns_tokens is DEFAULT_USER_TURNS_TOKENS,
+        ),
     )
 
 
@@ -255,6 +264,8 @@ class Options:
     background_at: float | None = None
     prune_before_server_compaction: bool = False
     clear_thinking_after_turns: int | None = None
+    keep_user_turns: bool = False
+    user_turns_tokens: int = DEFAULT_USER_TURNS_TOKENS
     derived: Derived = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -267,6 +278,7 @@ class Options:
             "rolling_summaries",
             "pin_facts",
             "prune_before_server_compaction",
+            "keep_user_turns",
         ):
             value = getattr(self, flag)
             if not isinstance(value, int):  # bool, or 0 and 1 as before; never "no" or None

@@ -49,6 +49,7 @@ from bareagent_compact.requests import Steps
 from bareagent_compact.result import Action, CompactionResult
 from bareagent_compact.summarize import DEFAULT_SUMMARY_INPUT_TOKENS
 from bareagent_compact.usage import input_tokens_of
+from bareagent_compact.user_turns import DEFAULT_USER_TURNS_TOKENS
 
 logger = logging.getLogger("bareagent_compact.compactor")
 
@@ -177,6 +178,8 @@ class Engine(Generic[ProviderT]):
     background_at = _Option[float | None, float | None]()
     prune_before_server_compaction = _Option[bool, bool]()
     clear_thinking_after_turns = _Option[int | None, int | None]()
+    keep_user_turns = _Option[bool, bool]()
+    user_turns_tokens = _Option[int, int](derived=True)
 
     def __init__(
         self,
@@ -209,6 +212,8 @@ class Engine(Generic[ProviderT]):
         background_at: float | None = None,
         prune_before_server_compaction: bool = False,
         clear_thinking_after_turns: int | None = None,
+        keep_user_turns: bool = False,
+        user_turns_tokens: int = DEFAULT_USER_TURNS_TOKENS,
         options: Options | None = None,
     ) -> None:
         check_provider(provider)

@@ -9,7 +9,7 @@ from functools import partial
 from typing import Any
 
 from bareagent_compact.engine.full.attempt import Attempt
-from bareagent_compact.engine.full.summarise import inflated, with_pins
+from bareagent_compact.engine.full.summarise import inflated, kept_turns, with_pins
 from bareagent_compact.engine.full.watch import EDITED, edited
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.turn import Turn
@@ -48,7 +48,7 @@ def conclude(
         return _conclude_server(parts, turn, made, attempt, done, unedited=unedited)
     if done.text is None:
         return attempt.failure(parts.trigger, done.reason or Reason.UNUSABLE_SUMMARY)
-    summary = with_pins(parts, made, done.text, attempt)
+    summary = with_pins(parts, made, done.text, attempt, kept_turns(parts, made))
     if summary is None:
         return attempt.failure(parts.trigger, Reason.INFLATED_SUMMARY)
     attempt.summary = summary

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from functools import partial
 from typing import Any
 
@@ -17,6 +17,7 @@ from bareagent_compact.rebuild import Plan, is_own_output, replacement, summary_
 from bareagent_compact.requests import Outcome, Request, SaveRequest
 from bareagent_compact.server_summary import live_prefix, summarize_on_server
 from bareagent_compact.summarize import Summarized, summarize_source
+from bareagent_compact.user_turns import expanded, fit, section, unrepeated, user_turns
 
 logger = logging.getLogger("bareagent_compact.compactor")
 
@@ -79,33 +80,62 @@ def summarise(parts: Parts, made: Plan, truncated: int = 0) -> Generator[Request
     )
 
 
-def _pinned(parts: Parts, made: Plan, summary: str) -> str:
-    """The pinned-facts block to append to the summary (``pin_facts=True``)."""
+def _pinned(parts: Parts, made: Plan, summary: str, turns: str = "") -> str:
+    """The pinned-facts block to append to the summary (``pin_facts=True``): none of
+    what the kept user ``turns`` (after the summary) hold word for word."""
     options = parts.options
     if not options.pin_facts or not options.derived.pin_facts_tokens:
         return ""
     try:
-        facts = extract(made.source)
-        return pinned_block(
-            facts,
-            summary,
-            options.derived.pin_facts_tokens,
-            lambda text: parts.counter.count_live([{"role": "user", "content": text}]),
-        )
+        facts = extract(expanded(made.source) if options.keep_user_turns else made.source)
+        budget = options.derived.pin_facts_tokens
+        block = pinned_block(facts, summary + turns, budget, _text_count(parts))
+        return unrepeated(block, turns)
     except Exception:  # the summary is in hand: facts are a bonus, never a failure
         logger.warning("pinning facts failed; the summary is kept without them", exc_info=True)
         return ""
 
 
-def with_pins(parts: Parts, made: Plan, summary: str, attempt: Attempt) -> str | None:
-    """The summary with its pinned facts, or ``None`` when even without them it
-    would make the history bigger (not forced). Pinned facts that alone would
-    make it bigger are left out."""
-    pinned = summary + _pinned(parts, made, summary)
-    if pinned is not summary and not inflated(parts, made, pinned, attempt, quiet=True):
-        return pinned
-    if pinned is not summary:
-        logger.info("pinned facts left out: they would make the history bigger")
+def kept_turns(parts: Parts, made: Plan) -> str:
+    """The section of the user's own turns to put after the summary
+    (``keep_user_turns=True``): the newest of the source within their budget, none
+    of those the kept part holds. Empty when off, or when none is left."""
+    options = parts.options
+    budget = options.derived.user_turns_tokens
+    if not options.keep_user_turns or not budget:
+        return ""
+    try:
+        turns = user_turns(made.source, made.snapshot[made.tail_start :])
+        return section(fit(turns, budget, _text_count(parts)))
+    except Exception:  # the summary is in hand: the turns are a bonus, never a failure
+        logger.warning(
+            "keeping the user turns failed; the summary is kept without them", exc_info=True
+        )
+        return ""
+
+
+def _text_count(parts: Parts) -> Callable[[str], int]:
+    """The compactor's count of a text, as a user message."""
+    return lambda text: parts.counter.count_live([{"role": "user", "content": text}])
+
+
+def with_pins(
+    parts: Parts, made: Plan, summary: str, attempt: Attempt, turns: str = ""
+) -> str | None:
+    """The summary with the kept user ``turns`` and its pinned facts, or ``None``
+    when even without them it would make the history bigger (not forced). The
+    pins are found against the summary and the turns (a request the turns hold
+    is not pinned again); pins, then turns, that alone would make it bigger are
+    left out."""
+    body = summary + turns
+    pinned = body + _pinned(parts, made, summary, turns)
+    for candidate in dict.fromkeys((pinned, body)):
+        if candidate != summary and not inflated(parts, made, candidate, attempt, quiet=True):
+            if candidate != pinned:
+                logger.info("pinned facts left out: they would make the history bigger")
+            return candidate
+    if pinned != summary:
+        logger.info("what was added to the summary is left out: it would make the history bigger")
     return None if inflated(parts, made, summary, attempt) else summary
 
 
