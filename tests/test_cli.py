@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -190,7 +191,7 @@ BAD_INPUTS = {
     ),
     "huge integer": (
         b'[{"role": "user", "content": ' + b"9" * 4301 + b"}]",
-        "Exceeds the limit (4300 digits)",
+        "for integer string conversion: value has 4301 digits",
     ),
     "nested 300 deep": (
         b'[{"role": "user", "content": ' + b"[" * 300 + b"]" * 300 + b"}]",
@@ -577,7 +578,7 @@ def test_store_verbs_exit_2_on_bad_input_and_change_nothing(
     text = tmp_path / "notes.txt"
     text.write_text("hello", encoding="utf-8")
     foreign = tmp_path / "other.db"
-    with sqlite3.connect(foreign) as db:
+    with closing(sqlite3.connect(foreign)) as db, db:
         db.execute("CREATE TABLE notes (x TEXT)")
 
     def contents() -> dict[Path, bytes]:

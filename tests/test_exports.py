@@ -24,7 +24,7 @@ def test_all_lists_exactly_the_public_names() -> None:
         if (not name.startswith("__") or name == "__version__")
         and not isinstance(value, ModuleType)
     }
-    lazy = {"AsyncCompactor", "SqlTranscriptManager"}
+    lazy = {"AsyncCompactor", "SqlTranscriptManager", "__version__"}
     assert set(bareagent_compact.__all__) == exported | lazy
     listed = {
         name
@@ -91,6 +91,38 @@ def test_importing_the_package_loads_no_store_async_or_command_line_modules_nor_
         "AsyncCompactor SqlTranscriptManager",
         "True",
     ]
+
+
+def version_seen_with(metadata_version: str) -> str:
+    """``__version__`` in a fresh interpreter where the package metadata says
+    ``metadata_version`` (``"missing"``: the distribution is not installed)."""
+    script = (
+        "import importlib.metadata as metadata\n"
+        f"wanted = {metadata_version!r}\n"
+        "def version(name):\n"
+        "    assert name == 'bareagent-compact', name\n"
+        "    if wanted == 'missing':\n"
+        "        raise metadata.PackageNotFoundError(name)\n"
+        "    return wanted\n"
+        "metadata.version = version\n"
+        "import bareagent_compact\n"
+        "print(bareagent_compact.__version__)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env
+    )
+    return done.stdout.strip()
+
+
+def test_version_is_read_from_the_installed_distributions_metadata() -> None:
+    assert version_seen_with("9.8.7") == "9.8.7"
+    installed = pytest.importorskip("importlib.metadata").version("bareagent-compact")
+    assert bareagent_compact.__version__ == installed
+
+
+def test_version_without_installed_metadata_is_a_placeholder_not_an_error() -> None:
+    assert version_seen_with("missing") == "0+unknown"
 
 
 def test_an_unknown_name_is_still_an_attribute_error() -> None:

@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -228,7 +229,7 @@ def test_a_corrupt_stored_line_is_a_corrupt_transcript_error_on_both_databases(
     query = "UPDATE bareagent_snapshots SET body = %s WHERE session_id = %s"
     body = '{"role": "user"}\n{"role": \n'
     if kind == "sqlite":
-        with sqlite3.connect(where) as db:
+        with closing(sqlite3.connect(where)) as db, db:
             db.execute(query.replace("%s", "?"), (body, "s"))
     else:
         psycopg = importlib.import_module("psycopg")
@@ -409,7 +410,7 @@ def test_a_writer_killed_during_a_save_leaves_the_previous_state(target: str) ->
                 assert [m["k"] for m in messages] == list(range(len(messages)))
     if target.startswith("sqlite:"):
         path = target.partition(":")[2]
-        with sqlite3.connect(path) as db:
+        with closing(sqlite3.connect(path)) as db, db:
             assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     with open_store(target) as mgr:  # still writable: no lock left behind
         assert mgr.save(history(1), "crash").seq == len(mgr.snapshots("crash"))
@@ -440,19 +441,19 @@ def test_threads_sharing_one_manager_get_distinct_snapshots(store: SqlTranscript
 
 def test_a_failing_save_rolls_back_whole(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
-    mgr = SqlTranscriptManager(path)
-    mgr.save(history(1), "s")
-    with sqlite3.connect(path) as db:
-        db.execute(
-            "CREATE TRIGGER refuse BEFORE INSERT ON bareagent_snapshots "
-            "WHEN NEW.message_count = 13 BEGIN SELECT RAISE(ABORT, 'refused'); END"
-        )
-    with pytest.raises(sqlite3.IntegrityError, match="refused"):
-        mgr.save(history(13), "s")
-    # The session's counter and time moved back with the failed insert.
-    assert mgr.save(history(2), "s").seq == 2
-    assert [r.seq for r in mgr.snapshots("s")] == [2, 1]
-    assert mgr.load("s") == history(2)
+    with SqlTranscriptManager(path) as mgr:
+        mgr.save(history(1), "s")
+        with closing(sqlite3.connect(path)) as db, db:
+            db.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON bareagent_snapshots "
+                "WHEN NEW.message_count = 13 BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            )
+        with pytest.raises(sqlite3.IntegrityError, match="refused"):
+            mgr.save(history(13), "s")
+        # The session's counter and time moved back with the failed insert.
+        assert mgr.save(history(2), "s").seq == 2
+        assert [r.seq for r in mgr.snapshots("s")] == [2, 1]
+        assert mgr.load("s") == history(2)
 
 
 def test_sqlite_store_is_private_and_in_wal_mode(tmp_path: Path) -> None:
@@ -464,20 +465,21 @@ def test_sqlite_store_is_private_and_in_wal_mode(tmp_path: Path) -> None:
     assert made == ["transcripts.db", "transcripts.db-shm", "transcripts.db-wal"]
     assert set(modes.values()) == {0o600}
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    with sqlite3.connect(path) as db:
+    with closing(sqlite3.connect(path)) as db, db:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
 def test_schema_is_created_once_and_versioned(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
-    SqlTranscriptManager(path).save(history(1), "s")
-    SqlTranscriptManager(path).save(history(1), "s")
-    with sqlite3.connect(path) as db:
+    for _ in range(2):
+        with SqlTranscriptManager(path) as mgr:
+            mgr.save(history(1), "s")
+    with closing(sqlite3.connect(path)) as db, db:
         rows = db.execute("SELECT name, value FROM bareagent_meta").fetchall()
         assert rows == [("schema_version", str(SCHEMA_VERSION))]
         db.execute("UPDATE bareagent_meta SET value = '99'")
-    with pytest.raises(RuntimeError, match="schema version 99"):
-        SqlTranscriptManager(path).load("s")
+    with pytest.raises(RuntimeError, match="schema version 99"), SqlTranscriptManager(path) as mgr:
+        mgr.load("s")
 
 
 def test_create_false_never_creates_a_file_or_tables(tmp_path: Path) -> None:
@@ -486,11 +488,14 @@ def test_create_false_never_creates_a_file_or_tables(tmp_path: Path) -> None:
         SqlTranscriptManager(missing, create=False).list_sessions()
     assert not missing.exists()
     other = tmp_path / "other.db"
-    with sqlite3.connect(other) as db:
+    with closing(sqlite3.connect(other)) as db, db:
         db.execute("CREATE TABLE notes (x TEXT)")
-    with pytest.raises(LookupError, match="holds no transcript store"):
-        SqlTranscriptManager(other, create=False).list_sessions()
-    with sqlite3.connect(other) as db:
+    with (
+        pytest.raises(LookupError, match="holds no transcript store"),
+        SqlTranscriptManager(other, create=False) as mgr,
+    ):
+        mgr.list_sessions()
+    with closing(sqlite3.connect(other)) as db, db:
         tables = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     assert tables == [("notes",)]
 
@@ -560,20 +565,22 @@ def test_every_paramstyle_round_trips_through_a_driver_of_that_style(
     tmp_path: Path, style: str
 ) -> None:
     seen: list[str] = []
-    mgr = SqlTranscriptManager(
+    with SqlTranscriptManager(
         lambda: StyledConnection(tmp_path / "t.db", style, seen), paramstyle=style
-    )
-    mgr.save(history(3), "s")
-    mgr.archive({"session_id": "s", "content": "c"})
-    assert mgr.load("s") == history(3)
-    assert mgr.load_archive("s") == [{"session_id": "s", "content": "c"}]
-    assert [r.seq for r in mgr.snapshots("s")] == [1]
+    ) as mgr:
+        mgr.save(history(3), "s")
+        mgr.archive({"session_id": "s", "content": "c"})
+        assert mgr.load("s") == history(3)
+        assert mgr.load_archive("s") == [{"session_id": "s", "content": "c"}]
+        assert [r.seq for r in mgr.snapshots("s")] == [1]
     assert seen and not any("?" in sql for sql in seen)
 
 
 def test_an_unknown_driver_without_paramstyle_is_refused_clearly(tmp_path: Path) -> None:
-    mgr = SqlTranscriptManager(lambda: StyledConnection(tmp_path / "t.db", "qmark", []))
-    with pytest.raises(TypeError, match="pass paramstyle="):
+    with (
+        SqlTranscriptManager(lambda: StyledConnection(tmp_path / "t.db", "qmark", [])) as mgr,
+        pytest.raises(TypeError, match="pass paramstyle="),
+    ):
         mgr.list_sessions()
     with pytest.raises(ValueError, match="paramstyle must be one of"):
         SqlTranscriptManager(lambda: None, paramstyle="dollar")
@@ -585,18 +592,21 @@ def test_an_unknown_driver_without_paramstyle_is_refused_clearly(tmp_path: Path)
 
 def test_timestamps_follow_the_clock_and_never_go_back(tmp_path: Path) -> None:
     now = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=8)))
-    mgr = SqlTranscriptManager(tmp_path / "t.db", clock=lambda: now)
-    first, second = mgr.save(history(1), "s"), mgr.save(history(1), "s")
+    with SqlTranscriptManager(tmp_path / "t.db", clock=lambda: now) as mgr:
+        first, second = mgr.save(history(1), "s"), mgr.save(history(1), "s")
     assert first.timestamp == datetime(2025, 1, 1, 19, 4, 5)
     assert second.timestamp == first.timestamp + timedelta(microseconds=1)
     # Another manager (another machine) with a clock behind still sorts after.
-    late = SqlTranscriptManager(tmp_path / "t.db", clock=lambda: datetime(2000, 1, 1))
-    assert late.save(history(2), "s").timestamp > second.timestamp
-    assert late.load("s") == history(2)
+    with SqlTranscriptManager(tmp_path / "t.db", clock=lambda: datetime(2000, 1, 1)) as late:
+        assert late.save(history(2), "s").timestamp > second.timestamp
+        assert late.load("s") == history(2)
 
 
-def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
+def test_a_forked_child_opens_its_own_connection(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     mgr = SqlTranscriptManager(tmp_path / "t.db")
+    request.addfinalizer(mgr.close)
     mgr.save(history(1), "parent")
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
@@ -677,6 +687,19 @@ def test_a_sqlite_connection_closed_by_other_code_is_reopened(tmp_path: Path) ->
         mgr.save(history(2), "s")
         assert mgr.load("s") == history(2)
         assert len(made) == 2
+
+
+def test_a_connection_whose_driver_cannot_be_told_is_closed(tmp_path: Path) -> None:
+    made: list[StyledConnection] = []
+
+    def connect() -> StyledConnection:
+        made.append(StyledConnection(tmp_path / "t.db", "qmark", []))
+        return made[-1]
+
+    with SqlTranscriptManager(connect) as mgr, pytest.raises(TypeError, match="pass paramstyle="):
+        mgr.list_sessions()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        made[0].db.execute("SELECT 1")
 
 
 @pytest.mark.parametrize("timeout", [float("inf"), float("nan"), -1.0])

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -55,7 +56,7 @@ class Kind:
             lines[number - 1] = raw
             path.write_bytes(b"\n".join(lines))
             return
-        with sqlite3.connect(self.location) as db:
+        with closing(sqlite3.connect(self.location)) as db, db:
             seq, body = db.execute(
                 "SELECT seq, body FROM bareagent_snapshots WHERE session_id = ?"
                 " ORDER BY seq DESC LIMIT 1",
@@ -77,14 +78,14 @@ class Kind:
         if self.name == "jsonl":
             record.path.unlink()
             return
-        with sqlite3.connect(self.location) as db:
+        with closing(sqlite3.connect(self.location)) as db, db:
             db.execute(
                 "DELETE FROM bareagent_snapshots WHERE session_id = ? AND seq = ?",
                 (record.session_id, record.seq),
             )
 
     def sql(self, statement: str, params: tuple[Any, ...] = ()) -> None:
-        with sqlite3.connect(self.location) as db:
+        with closing(sqlite3.connect(self.location)) as db, db:
             db.execute(statement, params)
 
 

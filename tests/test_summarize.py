@@ -18,6 +18,7 @@ from bareagent_compact.prompts import (
     CHINESE_ROLLING_LEAD_IN,
     ENGLISH_ROLLING_LEAD_IN,
     ENGLISH_SUMMARY_PROMPT,
+    SUMMARY_PREFIX,
 )
 from bareagent_compact.serialize import _serialize
 from bareagent_compact.summarize import (
@@ -266,6 +267,47 @@ def test_a_budget_eaten_by_the_prompt_itself_still_ends(options: dict[str, Any])
     assert result.summary_calls == len(provider.prompts) <= 64
     budget = compactor.summary_input_tokens
     assert all(compactor.token_counter(prompt) <= budget for prompt in provider.prompts)
+
+
+class GrowingSummarizer:
+    """Each answer longer than the one before: about 50 more estimated tokens a call."""
+
+    def __init__(self) -> None:
+        self.prompts: list[list[dict[str, Any]]] = []
+
+    def __call__(self, prompt: list[dict[str, Any]]) -> str:
+        self.prompts.append(prompt)
+        return "summary " + "word " * (40 * len(self.prompts))
+
+
+def advised_least_budget(**options: Any) -> int:
+    """The least summary_input_tokens that the constructor's own error advises."""
+    with pytest.raises(ValueError, match="use summary_input_tokens >= ") as caught:
+        Compactor(RecordingProvider(), summary_input_tokens=MIN_BUDGET, **options)
+    found = re.search(r"use summary_input_tokens >= (\d+)", str(caught.value))
+    assert found is not None
+    return int(found.group(1))
+
+
+@pytest.mark.parametrize("language", ["zh", "en"])
+def test_the_advised_least_budget_and_a_little_more_summarise_in_parts(language: str) -> None:
+    options: dict[str, Any] = {} if language == "zh" else {"language": "en"}
+    least = advised_least_budget(**options)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "start"}]
+    for turn in range(30):
+        messages += tool_round(f"t{turn}", "bash", f"M{turn} " + "output line here " * 40)
+    messages.append({"role": "assistant", "content": "done"})
+    for budget in range(least, least + 21):
+        provider = GrowingSummarizer()
+        compactor = Compactor(
+            provider, summary_input_tokens=budget, threshold=100, keep_recent=100, **options
+        )
+        result = compactor(copy.deepcopy(messages), force=True)
+        assert (result.action, result.reason) == (Action.FULL, None), budget
+        assert result.parts == len(provider.prompts) > 2, budget  # answers past 50 tokens
+        assert all(estimate_tokens(prompt) <= budget for prompt in provider.prompts), budget
+        # every part after the first carries the (cut) running summary of those before
+        assert all(SUMMARY_PREFIX in prompt[1]["content"] for prompt in provider.prompts[1:])
 
 
 # A summary request always has room for the history.

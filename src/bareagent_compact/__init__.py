@@ -2,6 +2,9 @@
 
 ``AsyncCompactor`` and ``SqlTranscriptManager`` are imported on first use: their
 modules load ``asyncio`` and ``sqlite3``, which an agent using neither need not pay for.
+``__version__`` is read on first use from the installed distribution's metadata (the
+version is written once, in ``pyproject.toml``); ``"0+unknown"`` when the package runs
+from a source tree that was never installed.
 """
 
 import importlib
@@ -49,7 +52,7 @@ if typing.TYPE_CHECKING:
     from bareagent_compact.async_compactor import AsyncCompactor
     from bareagent_compact.sqlstore import SqlTranscriptManager
 
-__version__ = "0.1.0"
+    __version__: str
 
 __all__ = [
     "Action",
@@ -104,6 +107,14 @@ if not typing.TYPE_CHECKING:
 
     def __getattr__(name: str) -> object:
         """The lazy names, imported (and kept) on first use."""
+        if name == "__version__":
+            from importlib import metadata
+            try:
+                version: str = metadata.version("bareagent-compact")
+            except metadata.PackageNotFoundError:
+                version = "0+unknown"  # a source tree on the path, never installed
+            globals()[name] = version
+            return version
         if name == "AsyncCompactor":
             module = "async_compactor"
         elif name == "SqlTranscriptManager":
@@ -115,4 +126,4 @@ if not typing.TYPE_CHECKING:
         return value
 
     def __dir__() -> list[str]:
-        return sorted({*globals(), "AsyncCompactor", "SqlTranscriptManager"})
+        return sorted({*globals(), "AsyncCompactor", "SqlTranscriptManager", "__version__"})

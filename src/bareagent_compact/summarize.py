@@ -64,6 +64,9 @@ out, then the instructions are cut, then the running summary is cut; when even
 the system prompt alone takes more, the step fails with
 ``Reason.SUMMARY_BUDGET_TOO_SMALL``."""
 
+CARRY_HEAD: Final = f"[user]\n{SUMMARY_PREFIX}"
+"""What opens the running summary carried into the request of each later part."""
+
 CARRY_SHARE: Final = 0.125
 """The least share of a request kept for the running summary of the parts
 before, when it has to be cut to leave the history its share."""
@@ -284,10 +287,28 @@ class _Budgeted:
                 yield cut, _opening("", carry), "the summary instructions were cut"
             yield base, _opening("", carry), "the summary instructions were left out"
         if carry:
-            room = limit - self.total(base, "") - 1
+            room = limit - self.total(base, "")
             if room >= carry_room(self.budget):
-                yield base, _opening("", self.fit(carry, room)), (
+                yield base, _opening("", self._cut_carry(carry, room, limit)), (
                     "the running summary was cut (lead-in and instructions left out)")
+
+    def _cut_carry(self, carry: str, room: int, limit: int) -> str:
+        """``carry`` cut to about ``room`` tokens (its role line and summary prefix
+        kept whole, the running summary cut in its middle), then further while the
+        base prompt and the cut carry together (its separator and the count's
+        rounding included) are over ``limit``: so the running summary fits at every
+        budget whose prompt room holds the base prompt, the least advised one too."""
+        head = CARRY_HEAD if carry.startswith(CARRY_HEAD) else ""
+        summary = carry[len(head) :]
+        room = max(1, room - self.size(head))
+        cut = head + self.fit(summary, room)
+        for _ in range(MAX_CUTS):
+            excess = self.total(self.base_prompt, _opening("", cut)) - limit
+            if excess <= 0 or room <= 1:
+                break
+            room = max(1, room - excess)
+            cut = head + self.fit(summary, room)
+        return cut
 
     def fill(self, frame: _Frame, units: _Units) -> str | None:
         """The body of one request: its opening, then as many pieces as fit the room
@@ -399,7 +420,7 @@ def _in_parts(
     running: str | None = None
     calls = 0
     while units.peek() is not None:
-        carry = "" if running is None else f"[user]\n{SUMMARY_PREFIX}{running}"
+        carry = "" if running is None else CARRY_HEAD + running
         frame = prompts.frame(lead_in if rolling or running is not None else "", carry)
         body = None if frame is None else prompts.fill(frame, units)
         if frame is None or body is None:

@@ -168,7 +168,11 @@ class SqlConnections:
                 logger.debug("a connection was closed by other code; opening a new one")
                 self._discard(connection)
         connection = self._factory()
-        driver = _Driver(connection, self._paramstyle)
+        try:
+            driver = _Driver(connection, self._paramstyle)
+        except BaseException:  # a driver it cannot tell: the connection is not kept
+            _close_quietly(connection, "closing a connection of an unknown driver failed")
+            raise
         self._local.held = (os.getpid(), connection, driver)
         with self._lock:
             self._connections.append((os.getpid(), connection))
