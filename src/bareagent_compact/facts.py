@@ -12,6 +12,9 @@ Everything here is deterministic and linear in the size of the source.
 A previous summary's pinned block is never searched again: its lines are
 carried over as the facts they already are, so rolling compactions neither
 add a prefix to them nor pin them twice.
+
+A summary swapped in after steps taken meanwhile is checked against them: see
+:func:`used_meanwhile`.
 """
 
 from __future__ import annotations
@@ -77,6 +80,16 @@ ERROR_RE: Final = re.compile(
     r"(Traceback|\b\w*(?:Error|Exception)\b|\bFAILED\b|\bfatal:|\berror:|\bERROR\b|panic:|"
     r"错误|失败|异常)"
 )
+ID_RE: Final = re.compile(r"(?<![\w./-])[A-Za-z0-9][\w-]{4,}[A-Za-z0-9](?![\w/-]|\.\w)", re.ASCII)
+"""A word of 6+ ASCII letters, digits, ``_`` and ``-``: an id if it holds a letter and 2 digits."""
+NUMBER_RE: Final = re.compile(
+    r"(?<![\w.,])[$€£¥]?\d+(?:[.,]\d+)*(?:(?:%|[KMGT]i?B|kB|B|ms|us|ns|s|h|k|K|M|px)(?!\w)|"
+    r" (?:[KMGT]i?B|kB|bytes|ms|sec|min|tokens)(?!\w))?(?!\w)",
+    re.ASCII,
+)
+"""A number, with a currency sign before it or a unit after it (``$500``, ``250ms``,
+``3.5 GB``, ``80%``): one counts with a sign or a unit, or with 3 or more digits."""
+_HEAD_RE: Final = re.compile(r"\[tool_(?:use|result)(?::[^\]\n]*)?\]")
 
 
 @dataclass(slots=True)
@@ -87,6 +100,8 @@ class Facts:
     paths: list[str] = field(default_factory=list)
     urls: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    """Ids and numbers of a previous pinned block (pinned as used meanwhile), as lines."""
     instructions: list[Instruction] = field(default_factory=list)
     """The standing instructions of the user's turns, oldest first."""
     turns: int = 0
@@ -255,6 +270,8 @@ def _carry_over(facts: Facts, seen: set[str], lines: list[str]) -> None:
             carried += instructions.instructions_in(value, turn)
         elif label == _ERROR_LABEL:
             _add(facts.errors, seen, _error_value(value))
+        elif label in _VALUE_LABELS:
+            _add(facts.ids, seen, value)  # the whole line: its label tells id from number
         elif label in kinds:
             _add(kinds[label], seen, value[len(label) :])
     carried.sort(key=lambda found: found.turn)  # stable: a line's own order stays
@@ -297,6 +314,10 @@ class _Lines:
         self.count = count
         self.used = count(PINNED_HEADING) + count(framing) + 3
 
+    def holds(self, value: str) -> bool:
+        """Whether a line taken holds ``value``."""
+        return any(value in line for line in self.lines)
+
     def take(self, line: str) -> bool:
         """Take ``line`` if it fits; whether it did."""
         size = self.count(line) + 1
@@ -336,9 +357,10 @@ def _take_instructions(taken: _Lines, facts: Facts, request: str | None) -> None
 def _rounds(facts: Facts, summary: str) -> Iterator[list[str]]:
     """The lines of the facts the summary lacks, newest first, one of each kind a
     round, so that one kind cannot crowd out the others."""
-    errors = [_error_line(value) for value in facts.errors]
-    kinds = (errors, [f"File: {p}" for p in facts.paths], [f"URL: {u}" for u in facts.urls])
-    values = (facts.errors, facts.paths, facts.urls)
+    errors = list(map(_error_line, facts.errors))
+    files, urls = [f"File: {p}" for p in facts.paths], [f"URL: {u}" for u in facts.urls]
+    kinds = (errors, files, urls, facts.ids)
+    values = (facts.errors, facts.paths, facts.urls, [i.partition(": ")[2] for i in facts.ids])
     queues = [
         [line for line, value in zip(reversed(lines), reversed(found), strict=True)
          if value not in summary]
@@ -355,16 +377,122 @@ def pinned_block(facts: Facts, summary: str, budget: int, count: Callable[[str],
     the continuation framing in the summary's language (the summary is history:
     go on without redoing finished work), within ``budget`` (as measured by
     ``count``). Empty if none."""
+    return pinned_with(facts, summary, budget, count, ())[0]
+
+
+def pinned_with(
+    facts: Facts, summary: str, budget: int, count: Callable[[str], int], used: Sequence[Identifier]
+) -> tuple[str, int]:
+    """:func:`pinned_block`, with the identifiers ``used`` meanwhile (see
+    :func:`used_meanwhile`) pinned after the instructions and before the other
+    facts, in their order, each unless a line taken already holds it; the block,
+    and how many of ``used`` it pins."""
     framing = framing_for(summary)
     taken = _Lines(budget, count, framing)
     request = _request_line(facts, summary)
     if request is not None and not taken.take(request):
         request = None
     _take_instructions(taken, facts, request)
+    pinned = sum(taken.take(i.line) for i in used if not taken.holds(i.value))  # lazily
     for lines in _rounds(facts, summary):
-        fitted = [taken.take(line) for line in lines]  # every line is tried
+        fitted = [line in taken.lines or taken.take(line) for line in lines]  # each is tried
         if not any(fitted):
             break
     if not taken.lines:
-        return ""
-    return "\n\n" + PINNED_HEADING + "\n" + "\n".join([*taken.lines, framing])
+        return "", 0
+    return "\n\n" + PINNED_HEADING + "\n" + "\n".join([*taken.lines, framing]), pinned
+
+
+@dataclass(frozen=True, slots=True)
+class Identifier:
+    """An identifier a message uses: the label it is pinned with, and its text."""
+
+    label: str
+    value: str
+
+    @property
+    def line(self) -> str:
+        """Its pinned line."""
+        return _error_line(self.value) if self.label == _ERROR_LABEL else self.label + self.value
+
+
+_VALUE_LABELS: Final = ("Id: ", "Number: ")
+
+
+def _is_id(word: str) -> bool:
+    """A word of :data:`ID_RE` holding a letter and at least 2 digits."""
+    return sum(c.isdigit() for c in word) >= 2 and any(c.isalpha() for c in word)
+
+
+def _counts(number: str) -> bool:
+    """A number of :data:`NUMBER_RE` that counts: a sign, a unit, or 3+ digits."""
+    return not (number[0] + number[-1]).isdigit() or sum(c.isdigit() for c in number) >= 3
+
+
+def _values_in(text: str) -> Iterator[Identifier]:
+    """The URLs, paths, ids and numbers of ``text``, each kind outside the ones before."""
+    for url in URL_RE.findall(text):
+        yield Identifier("URL: ", url.rstrip(".,;:"))
+    text = URL_RE.sub(" ", text)
+    for path in PATH_RE.findall(text):
+        if "/" in path or "." in path:
+            yield Identifier("File: ", path)
+    text = PATH_RE.sub(" ", text)
+    for word in ID_RE.findall(text):
+        if _is_id(word):
+            yield Identifier("Id: ", word)
+    text = ID_RE.sub(lambda found: " " if _is_id(found[0]) else found[0], text)
+    for number in NUMBER_RE.finditer(text):
+        if _counts(number[0]):
+            yield Identifier("Number: ", number[0])
+
+
+def identifiers(messages: Sequence[Message]) -> list[Identifier]:
+    """The distinct identifiers ``messages`` use, in order of appearance: URLs, file
+    paths, ids (:data:`ID_RE`: a letter and 2+ digits), numbers (:data:`NUMBER_RE`:
+    3+ digits, or a currency sign or a unit), read in all of a message but the tool
+    names, and error lines, read where errors are reported, as :func:`extract` does."""
+    names = tool_names(messages)
+    found: dict[tuple[str, str], Identifier] = {}
+    for message in messages:
+        text = _HEAD_RE.sub(" ", render_message(message, names))
+        errors = [
+            Identifier(_ERROR_LABEL, _error_value(_clipped(line)))
+            for line in _reported(message, names).splitlines()
+            if ERROR_RE.search(line) and not line.startswith("[truncated:")
+        ]
+        for identifier in [*_values_in(text), *errors]:
+            found.setdefault((identifier.label, _key(identifier.value)), identifier)
+    return list(found.values())
+
+
+def _holder(messages: Sequence[Message]) -> Callable[[Identifier], bool]:
+    """Whether ``messages`` hold an identifier: the same label and text, whitespace
+    collapsed and case ignored; an error line anywhere in their text."""
+    names = tool_names(messages)
+    text = _key("\n".join(render_message(m, names) for m in messages))
+    held = {(i.label, _key(i.value)) for i in identifiers(messages)}
+    return lambda i: (i.label, _key(i.value)) in held or (
+        i.label == _ERROR_LABEL and _key(i.value) in text
+    )
+
+
+def used_meanwhile(
+    summarised: Sequence[Message],
+    meanwhile: Sequence[Message],
+    kept: Sequence[Message],
+    summary: str,
+) -> list[Identifier]:
+    """The identifiers the steps taken ``meanwhile`` use that the ``summarised``
+    messages hold (the same label and text, whitespace collapsed, case ignored; an
+    error line anywhere in their text) and that neither the ``summary`` nor the
+    ``kept`` messages contain (a plain substring test), the newest use first."""
+    used = identifiers(meanwhile)
+    if not used:
+        return []
+    candidates = list(filter(_holder(summarised), reversed(used)))
+    if not candidates:
+        return []
+    names = tool_names(kept)
+    present = "\n".join([summary, *(render_message(m, names) for m in kept)])
+    return [i for i in candidates if i.value not in present]
