@@ -10,15 +10,8 @@ from typing import Any
 import pytest
 
 from bareagent_compact import Compactor
-from bareagent_compact.facts import (
-    LINE_CHARS,
-    PINNED_HEADING,
-    Facts,
-    extract,
-    identifiers,
-    pinned_with,
-    used_meanwhile,
-)
+from bareagent_compact.facts import LINE_CHARS, PINNED_HEADING, Facts, extract, pinned_with
+from bareagent_compact.identifiers import identifiers, used_meanwhile
 from bareagent_compact.prompts import SUMMARY_PREFIX
 from conftest import RecordingProvider, tool_round
 from converters import to_chat, to_responses

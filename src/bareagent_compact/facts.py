@@ -14,7 +14,7 @@ carried over as the facts they already are, so rolling compactions neither
 add a prefix to them nor pin them twice.
 
 A summary swapped in after steps taken meanwhile is checked against them: see
-:func:`used_meanwhile`.
+:mod:`bareagent_compact.identifiers`.
 """
 
 from __future__ import annotations
@@ -80,16 +80,6 @@ ERROR_RE: Final = re.compile(
     r"(Traceback|\b\w*(?:Error|Exception)\b|\bFAILED\b|\bfatal:|\berror:|\bERROR\b|panic:|"
     r"错误|失败|异常)"
 )
-ID_RE: Final = re.compile(r"(?<![\w./-])[A-Za-z0-9][\w-]{4,}[A-Za-z0-9](?![\w/-]|\.\w)", re.ASCII)
-"""A word of 6+ ASCII letters, digits, ``_`` and ``-``: an id if it holds a letter and 2 digits."""
-NUMBER_RE: Final = re.compile(
-    r"(?<![\w.,])[$€£¥]?\d+(?:[.,]\d+)*(?:(?:%|[KMGT]i?B|kB|B|ms|us|ns|s|h|k|K|M|px)(?!\w)|"
-    r" (?:[KMGT]i?B|kB|bytes|ms|sec|min|tokens)(?!\w))?(?!\w)",
-    re.ASCII,
-)
-"""A number, with a currency sign before it or a unit after it (``$500``, ``250ms``,
-``3.5 GB``, ``80%``): one counts with a sign or a unit, or with 3 or more digits."""
-_HEAD_RE: Final = re.compile(r"\[tool_(?:use|result)(?::[^\]\n]*)?\]")
 
 
 @dataclass(slots=True)
@@ -384,9 +374,9 @@ def pinned_with(
     facts: Facts, summary: str, budget: int, count: Callable[[str], int], used: Sequence[Identifier]
 ) -> tuple[str, int]:
     """:func:`pinned_block`, with the identifiers ``used`` meanwhile (see
-    :func:`used_meanwhile`) pinned after the instructions and before the other
-    facts, in their order, each unless a line taken already holds it; the block,
-    and how many of ``used`` it pins."""
+    :mod:`bareagent_compact.identifiers`) pinned after the instructions and before
+    the other facts, in their order, each unless a line taken already holds it;
+    the block, and how many of ``used`` it pins."""
     framing = framing_for(summary)
     taken = _Lines(budget, count, framing)
     request = _request_line(facts, summary)
@@ -417,82 +407,3 @@ class Identifier:
 
 
 _VALUE_LABELS: Final = ("Id: ", "Number: ")
-
-
-def _is_id(word: str) -> bool:
-    """A word of :data:`ID_RE` holding a letter and at least 2 digits."""
-    return sum(c.isdigit() for c in word) >= 2 and any(c.isalpha() for c in word)
-
-
-def _counts(number: str) -> bool:
-    """A number of :data:`NUMBER_RE` that counts: a sign, a unit, or 3+ digits."""
-    return not (number[0] + number[-1]).isdigit() or sum(c.isdigit() for c in number) >= 3
-
-
-def _values_in(text: str) -> Iterator[Identifier]:
-    """The URLs, paths, ids and numbers of ``text``, each kind outside the ones before."""
-    for url in URL_RE.findall(text):
-        yield Identifier("URL: ", url.rstrip(".,;:"))
-    text = URL_RE.sub(" ", text)
-    for path in PATH_RE.findall(text):
-        if "/" in path or "." in path:
-            yield Identifier("File: ", path)
-    text = PATH_RE.sub(" ", text)
-    for word in ID_RE.findall(text):
-        if _is_id(word):
-            yield Identifier("Id: ", word)
-    text = ID_RE.sub(lambda found: " " if _is_id(found[0]) else found[0], text)
-    for number in NUMBER_RE.finditer(text):
-        if _counts(number[0]):
-            yield Identifier("Number: ", number[0])
-
-
-def identifiers(messages: Sequence[Message]) -> list[Identifier]:
-    """The distinct identifiers ``messages`` use, in order of appearance: URLs, file
-    paths, ids (:data:`ID_RE`: a letter and 2+ digits), numbers (:data:`NUMBER_RE`:
-    3+ digits, or a currency sign or a unit), read in all of a message but the tool
-    names, and error lines, read where errors are reported, as :func:`extract` does."""
-    names = tool_names(messages)
-    found: dict[tuple[str, str], Identifier] = {}
-    for message in messages:
-        text = _HEAD_RE.sub(" ", render_message(message, names))
-        errors = [
-            Identifier(_ERROR_LABEL, _error_value(_clipped(line)))
-            for line in _reported(message, names).splitlines()
-            if ERROR_RE.search(line) and not line.startswith("[truncated:")
-        ]
-        for identifier in [*_values_in(text), *errors]:
-            found.setdefault((identifier.label, _key(identifier.value)), identifier)
-    return list(found.values())
-
-
-def _holder(messages: Sequence[Message]) -> Callable[[Identifier], bool]:
-    """Whether ``messages`` hold an identifier: the same label and text, whitespace
-    collapsed and case ignored; an error line anywhere in their text."""
-    names = tool_names(messages)
-    text = _key("\n".join(render_message(m, names) for m in messages))
-    held = {(i.label, _key(i.value)) for i in identifiers(messages)}
-    return lambda i: (i.label, _key(i.value)) in held or (
-        i.label == _ERROR_LABEL and _key(i.value) in text
-    )
-
-
-def used_meanwhile(
-    summarised: Sequence[Message],
-    meanwhile: Sequence[Message],
-    kept: Sequence[Message],
-    summary: str,
-) -> list[Identifier]:
-    """The identifiers the steps taken ``meanwhile`` use that the ``summarised``
-    messages hold (the same label and text, whitespace collapsed, case ignored; an
-    error line anywhere in their text) and that neither the ``summary`` nor the
-    ``kept`` messages contain (a plain substring test), the newest use first."""
-    used = identifiers(meanwhile)
-    if not used:
-        return []
-    candidates = list(filter(_holder(summarised), reversed(used)))
-    if not candidates:
-        return []
-    names = tool_names(kept)
-    present = "\n".join([summary, *(render_message(m, names) for m in kept)])
-    return [i for i in candidates if i.value not in present]

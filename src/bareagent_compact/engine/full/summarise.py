@@ -11,7 +11,8 @@ from typing import Any
 from bareagent_compact.engine.full.answer import read_summary
 from bareagent_compact.engine.full.attempt import Attempt, left_as
 from bareagent_compact.engine.parts import Parts
-from bareagent_compact.facts import Facts, Identifier, extract, pinned_with, used_meanwhile
+from bareagent_compact.facts import Facts, Identifier, extract, pinned_with
+from bareagent_compact.identifiers import used_meanwhile
 from bareagent_compact.protocols import Message, ServerSummary, is_server_summariser
 from bareagent_compact.rebuild import Plan, is_own_output, replacement, summary_block
 from bareagent_compact.requests import Outcome, Request, SaveRequest
