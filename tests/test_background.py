@@ -712,12 +712,13 @@ def used_history() -> list[dict[str, Any]]:
     return tool_history(len(outputs), output=lambda turn: outputs[turn])
 
 
-def used_meanwhile(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def used_meanwhile(messages: list[dict[str, Any]], dialect: str) -> list[dict[str, Any]]:
     """Steps taken while the summary is made, using what the summarised part held."""
     new = tool_round("m1", "bash", f"edited {PAYMENTS}")
     new += tool_round("m2", "bash", f"posting to {ORDERS_URL}")
     new += tool_round("m3", "bash", f"ran the tests again\n{NO_TOTAL}")
     new += tool_round("m4", "bash", f"retried {REQUEST_ID}; also {IN_SUMMARY} and {IN_KEPT}")
+    new = DIALECTS[dialect](new)
     messages += new
     return new
 
@@ -733,7 +734,9 @@ def pinned_lines(messages: list[dict[str, Any]]) -> list[str]:
     return summary[summary.index(heading) :].splitlines()[1:]
 
 
-def swapped_after_meanwhile(kind: str, **options: Any) -> tuple[CompactionResult, Any, list[Any]]:
+def swapped_after_meanwhile(
+    kind: str, dialect: str = "anthropic", **options: Any
+) -> tuple[CompactionResult, Any, list[Any]]:
     """A background summary (``kind``: an ``async def`` or a threaded summariser that
     keeps nothing but one path) swapped in after steps that used the summarised
     part's identifiers: the result, the provider and the history."""
@@ -741,7 +744,7 @@ def swapped_after_meanwhile(kind: str, **options: Any) -> tuple[CompactionResult
 
     async def main() -> tuple[CompactionResult, Any, list[Any]]:
         provider: Any = GatedProvider(answer) if kind == "async" else ThreadGatedProvider(answer)
-        messages = used_history()
+        messages = DIALECTS[dialect](used_history())
         threshold = math.ceil(tokens(messages) / 0.6)
         compactor = AsyncCompactor(
             provider, threshold=threshold, background_at=0.5, keep_recent=100, **options
@@ -749,7 +752,7 @@ def swapped_after_meanwhile(kind: str, **options: Any) -> tuple[CompactionResult
         assert (await compactor(messages)).action is Action.NONE
         assert compactor.background_pending
         await settle()
-        appended = used_meanwhile(messages)
+        appended = used_meanwhile(messages, dialect)
         provider.release.set()
         result = await compactor(messages, force=True)
         assert messages[-len(appended) :] == appended
@@ -758,9 +761,12 @@ def swapped_after_meanwhile(kind: str, **options: Any) -> tuple[CompactionResult
     return run(main())
 
 
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
 @pytest.mark.parametrize("kind", ["async", "thread"])
-def test_identifiers_used_meanwhile_are_pinned_after_a_background_swap(kind: str) -> None:
-    result, provider, messages = swapped_after_meanwhile(kind)
+def test_identifiers_used_meanwhile_are_pinned_after_a_background_swap(
+    kind: str, dialect: str
+) -> None:
+    result, provider, messages = swapped_after_meanwhile(kind, dialect)
     assert result.action is Action.FULL
     lines = pinned_lines(messages)
     expected = USED_LINES
