@@ -25,7 +25,7 @@ LAYERS: dict[str, int] = {
     "anchor": 3, "history": 3, "ledger": 3, "facts": 3, "instructions": 3, "offline": 3,
     "providers": 3, "usage": 3,
     "overflow": 3, "stores": 3, "recall": 3, "background": 3, "oversize": 3, "turn_results": 3,
-    "thinking": 3, "check": 3, "server_summary": 3, "user_turns": 3,
+    "thinking": 3, "check": 3, "server_summary": 3, "user_turns": 3, "identifiers": 3,
     # the steps, then the drivers
     "engine": 4,
     "compactor": 5, "async_compactor": 5,

@@ -667,3 +667,145 @@ def test_clearing_old_reasoning_waits_for_a_pending_background_summary() -> None
     assert any(r.action is Action.FULL for r in results)
     assert not [r for r in results if r.reason is Reason.HISTORY_CHANGED]
     assert any(r.thinking_cleared for r in results)
+
+
+# ------------------------------------------------ what happened meanwhile
+
+PAYMENTS = "src/app/payments.py"
+ORDERS_URL = "https://api.example.com/v2/orders"
+NO_TOTAL = "ValueError: the order has no total"
+REQUEST_ID = "req_8f3a21c9"
+IN_SUMMARY = "config/settings.toml"
+IN_KEPT = "docs/kept.md"
+USED_LINES = [f"Id: {REQUEST_ID}", f"Error: {NO_TOTAL}", f"URL: {ORDERS_URL}", f"File: {PAYMENTS}"]
+"""The pinned lines of what the steps taken meanwhile used, newest use first."""
+
+
+class ThreadGatedProvider:
+    """A plain summariser (run in a worker thread) that answers once ``release`` is set."""
+
+    def __init__(self, answer: str) -> None:
+        self.release = threading.Event()
+        self.answer = answer
+        self.started = 0
+
+    def __call__(self, prompt: list[dict[str, Any]], /) -> str:
+        self.started += 1
+        assert self.release.wait(60)
+        return self.answer
+
+
+def used_history() -> list[dict[str, Any]]:
+    """A history whose summarised rounds hold a path, a URL, an error line and an
+    id, plus one path the summary names and one the pending turn holds."""
+    padding = " filler" * 60
+    outputs = [
+        f"opened {PAYMENTS}{padding}",
+        f"GET {ORDERS_URL} answered{padding}",
+        f"Traceback (most recent call last):\n{NO_TOTAL}{padding}",
+        f"request id {REQUEST_ID} logged{padding}",
+        f"read {IN_SUMMARY} and {IN_KEPT}{padding}",
+        f"nothing of note{padding}",
+        f"still nothing{padding}",
+        f"pending result names {IN_KEPT}{padding}",
+    ]
+    return tool_history(len(outputs), output=lambda turn: outputs[turn])
+
+
+def used_meanwhile(messages: list[dict[str, Any]], dialect: str) -> list[dict[str, Any]]:
+    """Steps taken while the summary is made, using what the summarised part held."""
+    new = tool_round("m1", "bash", f"edited {PAYMENTS}")
+    new += tool_round("m2", "bash", f"posting to {ORDERS_URL}")
+    new += tool_round("m3", "bash", f"ran the tests again\n{NO_TOTAL}")
+    new += tool_round("m4", "bash", f"retried {REQUEST_ID}; also {IN_SUMMARY} and {IN_KEPT}")
+    new = DIALECTS[dialect](new)
+    messages += new
+    return new
+
+
+def pinned_lines(messages: list[dict[str, Any]]) -> list[str]:
+    summary = next(
+        m["content"] for m in messages
+        if isinstance(m.get("content"), str) and m["content"].startswith(SUMMARY_PREFIX)
+    )
+    heading = "[Pinned facts: kept verbatim from the summarised history]"
+    if heading not in summary:
+        return []
+    return summary[summary.index(heading) :].splitlines()[1:]
+
+
+def swapped_after_meanwhile(
+    kind: str, dialect: str = "anthropic", **options: Any
+) -> tuple[CompactionResult, Any, list[Any]]:
+    """A background summary (``kind``: an ``async def`` or a threaded summariser that
+    keeps nothing but one path) swapped in after steps that used the summarised
+    part's identifiers: the result, the provider and the history."""
+    answer = f"A vague summary; it names {IN_SUMMARY}."
+
+    async def main() -> tuple[CompactionResult, Any, list[Any]]:
+        provider: Any = GatedProvider(answer) if kind == "async" else ThreadGatedProvider(answer)
+        messages = DIALECTS[dialect](used_history())
+        threshold = math.ceil(tokens(messages) / 0.6)
+        compactor = AsyncCompactor(
+            provider, threshold=threshold, background_at=0.5, keep_recent=100, **options
+        )
+        assert (await compactor(messages)).action is Action.NONE
+        assert compactor.background_pending
+        await settle()
+        appended = used_meanwhile(messages, dialect)
+        provider.release.set()
+        result = await compactor(messages, force=True)
+        assert messages[-len(appended) :] == appended
+        return result, provider, messages
+
+    return run(main())
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+@pytest.mark.parametrize("kind", ["async", "thread"])
+def test_identifiers_used_meanwhile_are_pinned_after_a_background_swap(
+    kind: str, dialect: str
+) -> None:
+    result, provider, messages = swapped_after_meanwhile(kind, dialect)
+    assert result.action is Action.FULL
+    lines = pinned_lines(messages)
+    expected = USED_LINES
+    assert [line for line in lines if line in expected] == expected  # newest use first
+    assert result.pinned_identifiers == 4
+    assert provider.started == 1 and result.summary_calls == 1  # no model call for the pins
+
+
+@pytest.mark.parametrize("kind", ["async", "thread"])
+def test_identifiers_the_summary_or_the_kept_part_holds_are_not_pinned_again(kind: str) -> None:
+    _, _, messages = swapped_after_meanwhile(kind)
+    block = "\n".join(pinned_lines(messages))
+    assert block and IN_SUMMARY not in block and IN_KEPT not in block
+
+
+def test_pins_of_what_happened_meanwhile_come_first_in_the_pinned_facts_block() -> None:
+    result, provider, messages = swapped_after_meanwhile("async", pin_facts=True)
+    lines = pinned_lines(messages)
+    assert result.pinned_identifiers == 4 and provider.started == 1
+    found = [line for line in lines if line.startswith(("File: ", "URL: ", "Error: ", "Id: "))]
+    expected = USED_LINES
+    assert found[:4] == expected  # before the facts pinned_facts finds on its own
+    assert f"File: {IN_KEPT}" in found[4:]
+    assert len(lines) == len(set(lines))  # each pinned once
+
+
+def test_no_pin_budget_pins_nothing_of_what_happened_meanwhile() -> None:
+    result, _, messages = swapped_after_meanwhile("async", pin_facts_tokens=0)
+    assert result.action is Action.FULL and result.pinned_identifiers == 0
+    assert pinned_lines(messages) == []
+
+
+def test_a_swap_without_steps_meanwhile_pins_nothing() -> None:
+    async def main() -> None:
+        provider = GatedProvider("A vague summary.")
+        compactor, messages = await started(provider)
+        provider.release.set()
+        result = await compactor(messages, force=True)
+        assert result.action is Action.FULL and result.pinned_identifiers == 0
+        assert pinned_lines(messages) == []
+
+    run(main())

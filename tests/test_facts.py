@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from bareagent_compact import Compactor
-from bareagent_compact.facts import LINE_CHARS, PINNED_HEADING, extract
+from bareagent_compact.facts import LINE_CHARS, PINNED_HEADING, Facts, extract, pinned_with
+from bareagent_compact.identifiers import identifiers, used_meanwhile
 from bareagent_compact.prompts import SUMMARY_PREFIX
 from conftest import RecordingProvider, tool_round
 from converters import to_chat, to_responses
@@ -119,3 +120,99 @@ def test_error_lines_are_read_from_results_and_assistant_text_not_user_text(shap
     ]
     errors = extract(SHAPES[shape](messages)).errors
     assert errors == ["The log says FAILED tests/test_x.py::test_y", "fatal: not a git repository"]
+
+
+# ------------------------------------------- identifiers used meanwhile
+
+
+def found(messages: list[dict[str, Any]]) -> list[str]:
+    return [f"{i.label}{i.value}" for i in identifiers(messages)]
+
+
+def test_identifiers_are_urls_paths_ids_and_numbers_of_three_digits_or_with_a_unit() -> None:
+    text = (
+        "GET https://api.example.com/v2/orders?id=7 then src/app.py; request req_8f3a21c9 "
+        "of ORD-20931 at 404 costs $500, took 250ms and 3.5 GB (80%) of 1,500 tokens; "
+        "42 steps, python3, utf-8, v2 and 7 are not identifiers"
+    )
+    assert found([{"role": "user", "content": text}]) == [
+        "URL: https://api.example.com/v2/orders?id=7",
+        "File: src/app.py",
+        "Id: req_8f3a21c9",
+        "Id: ORD-20931",
+        "Number: 404",
+        "Number: $500",
+        "Number: 250ms",
+        "Number: 3.5 GB",
+        "Number: 80%",
+        "Number: 1,500 tokens",
+    ]
+
+
+def test_identifiers_skip_tool_names_and_read_errors_only_where_they_are_reported() -> None:
+    messages = tool_round("c1", "mcp__server2__tool1", "fine", {"old_string": "raise KeyError"})
+    messages += tool_round("c2", "bash", "KeyError: 'port'")
+    assert found(messages) == ["Error: KeyError: 'port'"]
+
+
+def test_used_meanwhile_are_the_identifiers_only_the_summarised_part_held() -> None:
+    summarised = tool_round("s1", "bash", "read src/a.py src/b.py src/c.py\nOSError: disk full now")
+    meanwhile = tool_round("m1", "bash", "src/a.py src/b.py src/c.py src/d.py\nOSError: disk full")
+    kept = tool_round("k1", "bash", "src/b.py")
+    used = used_meanwhile(summarised, meanwhile, kept, "The summary names src/c.py.")
+    assert [i.line for i in used] == ["Error: OSError: disk full", "File: src/a.py"]
+
+
+def appending(messages: list[dict[str, Any]], answer: str) -> Callable[[Any], str]:
+    """A summariser that appends a step to ``messages`` while it runs (as another
+    thread would), a step that uses the path and the id of the history's start."""
+
+    def summarise(prompt: Any) -> str:
+        messages.extend(tool_round("m1", "bash", "edited src/app/payments.py for req_8f3a21c9"))
+        return answer
+
+    return summarise
+
+
+def first_history() -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Fix the payments"}]
+    messages += tool_round("s1", "bash", "opened src/app/payments.py " + "x " * 300)
+    messages += tool_round("s2", "bash", "request req_8f3a21c9 logged " + "y " * 300)
+    messages += tool_round("s3", "bash", "ok")
+    return messages
+
+
+@pytest.mark.parametrize("pin_facts", [True, False])
+def test_a_sync_summary_checks_the_steps_appended_meanwhile_with_pin_facts(pin_facts: bool) -> None:
+    messages = first_history()
+    compactor = Compactor(appending(messages, "A vague summary."), pin_facts=pin_facts)
+    result = compactor(messages, force=True)
+    assert result.compacted and messages[-1]["content"][0]["tool_use_id"] == "m1"
+    lines = pinned(messages)
+    if pin_facts:
+        assert result.pinned_identifiers == 2
+        assert "Id: req_8f3a21c9" in lines and "File: src/app/payments.py" in lines
+    else:  # the specification's compaction: nothing added to its summary
+        assert result.pinned_identifiers == 0 and lines == []
+
+
+def test_an_id_pinned_as_used_meanwhile_is_carried_over_by_rolling_compactions() -> None:
+    messages = first_history()
+    compactor = Compactor(appending(messages, "A vague summary."), pin_facts=True)
+    compactor(messages, force=True)
+    compactor.provider = RecordingProvider("Another vague summary.")
+    for n in range(3):
+        messages += tool_round(f"r{n}", "bash", f"ok {n}")
+        assert compactor(messages, force=True).pinned_identifiers == 0
+        assert pinned(messages).count("Id: req_8f3a21c9") == 1
+
+
+def test_an_identifier_a_line_already_pinned_holds_is_not_pinned_again() -> None:
+    failed = "FAILED tests/test_x.py::test_a - AssertionError"
+    summarised = tool_round("s1", "bash", f"{failed}\nsee tests/test_x.py")
+    meanwhile = tool_round("m1", "bash", f"ran tests/test_x.py again\n{failed}")
+    used = used_meanwhile(summarised, meanwhile, [], "A vague summary.")
+    assert [i.line for i in used] == [f"Error: {failed}", "File: tests/test_x.py"]
+    block, count = pinned_with(Facts(), "A vague summary.", 500, len, used)
+    assert count == 1 and block.splitlines()[3] == f"Error: {failed}"
+    assert "File: " not in block

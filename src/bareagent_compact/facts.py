@@ -12,6 +12,9 @@ Everything here is deterministic and linear in the size of the source.
 A previous summary's pinned block is never searched again: its lines are
 carried over as the facts they already are, so rolling compactions neither
 add a prefix to them nor pin them twice.
+
+A summary swapped in after steps taken meanwhile is checked against them: see
+:mod:`bareagent_compact.identifiers`.
 """
 
 from __future__ import annotations
@@ -87,6 +90,8 @@ class Facts:
     paths: list[str] = field(default_factory=list)
     urls: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    """Ids and numbers of a previous pinned block (pinned as used meanwhile), as lines."""
     instructions: list[Instruction] = field(default_factory=list)
     """The standing instructions of the user's turns, oldest first."""
     turns: int = 0
@@ -255,6 +260,8 @@ def _carry_over(facts: Facts, seen: set[str], lines: list[str]) -> None:
             carried += instructions.instructions_in(value, turn)
         elif label == _ERROR_LABEL:
             _add(facts.errors, seen, _error_value(value))
+        elif label in _VALUE_LABELS:
+            _add(facts.ids, seen, value)  # the whole line: its label tells id from number
         elif label in kinds:
             _add(kinds[label], seen, value[len(label) :])
     carried.sort(key=lambda found: found.turn)  # stable: a line's own order stays
@@ -297,6 +304,10 @@ class _Lines:
         self.count = count
         self.used = count(PINNED_HEADING) + count(framing) + 3
 
+    def holds(self, value: str) -> bool:
+        """Whether a line taken holds ``value``."""
+        return any(value in line for line in self.lines)
+
     def take(self, line: str) -> bool:
         """Take ``line`` if it fits; whether it did."""
         size = self.count(line) + 1
@@ -336,9 +347,10 @@ def _take_instructions(taken: _Lines, facts: Facts, request: str | None) -> None
 def _rounds(facts: Facts, summary: str) -> Iterator[list[str]]:
     """The lines of the facts the summary lacks, newest first, one of each kind a
     round, so that one kind cannot crowd out the others."""
-    errors = [_error_line(value) for value in facts.errors]
-    kinds = (errors, [f"File: {p}" for p in facts.paths], [f"URL: {u}" for u in facts.urls])
-    values = (facts.errors, facts.paths, facts.urls)
+    errors = list(map(_error_line, facts.errors))
+    files, urls = [f"File: {p}" for p in facts.paths], [f"URL: {u}" for u in facts.urls]
+    kinds = (errors, files, urls, facts.ids)
+    values = (facts.errors, facts.paths, facts.urls, [i.partition(": ")[2] for i in facts.ids])
     queues = [
         [line for line, value in zip(reversed(lines), reversed(found), strict=True)
          if value not in summary]
@@ -355,16 +367,43 @@ def pinned_block(facts: Facts, summary: str, budget: int, count: Callable[[str],
     the continuation framing in the summary's language (the summary is history:
     go on without redoing finished work), within ``budget`` (as measured by
     ``count``). Empty if none."""
+    return pinned_with(facts, summary, budget, count, ())[0]
+
+
+def pinned_with(
+    facts: Facts, summary: str, budget: int, count: Callable[[str], int], used: Sequence[Identifier]
+) -> tuple[str, int]:
+    """:func:`pinned_block`, with the identifiers ``used`` meanwhile (see
+    :mod:`bareagent_compact.identifiers`) pinned after the instructions and before
+    the other facts, in their order, each unless a line taken already holds it;
+    the block, and how many of ``used`` it pins."""
     framing = framing_for(summary)
     taken = _Lines(budget, count, framing)
     request = _request_line(facts, summary)
     if request is not None and not taken.take(request):
         request = None
     _take_instructions(taken, facts, request)
+    pinned = sum(taken.take(i.line) for i in used if not taken.holds(i.value))  # lazily
     for lines in _rounds(facts, summary):
-        fitted = [taken.take(line) for line in lines]  # every line is tried
+        fitted = [line in taken.lines or taken.take(line) for line in lines]  # each is tried
         if not any(fitted):
             break
     if not taken.lines:
-        return ""
-    return "\n\n" + PINNED_HEADING + "\n" + "\n".join([*taken.lines, framing])
+        return "", 0
+    return "\n\n" + PINNED_HEADING + "\n" + "\n".join([*taken.lines, framing]), pinned
+
+
+@dataclass(frozen=True, slots=True)
+class Identifier:
+    """An identifier a message uses: the label it is pinned with, and its text."""
+
+    label: str
+    value: str
+
+    @property
+    def line(self) -> str:
+        """Its pinned line."""
+        return _error_line(self.value) if self.label == _ERROR_LABEL else self.label + self.value
+
+
+_VALUE_LABELS: Final = ("Id: ", "Number: ")

@@ -138,6 +138,10 @@ class CompactionResult:
     pruned: int = field(default=0, compare=False)
     """Messages before a server compaction artefact dropped by
     ``prune_before_server_compaction``."""
+    pinned_identifiers: int = field(default=0, compare=False)
+    """Identifiers (paths, URLs, error lines, ids, numbers) that the steps taken
+    while a background summary was made used, that only the summarised part held,
+    and that the pinned block holds (see :mod:`bareagent_compact.facts`)."""
 
     def __post_init__(self) -> None:
         if self.tokens_before_micro == _UNSET:

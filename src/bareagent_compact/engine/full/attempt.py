@@ -19,6 +19,7 @@ class Attempt:
     calls: int = 0
     parts: int = 0
     summary: str | None = None
+    pinned_identifiers: int = 0
 
     def quiet(self, reason: Reason | None = None) -> CompactionResult:
         """No full compaction: what micro-compaction did, and why not."""

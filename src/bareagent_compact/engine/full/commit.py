@@ -9,7 +9,12 @@ from functools import partial
 from typing import Any
 
 from bareagent_compact.engine.full.attempt import Attempt
-from bareagent_compact.engine.full.summarise import inflated, kept_turns, with_pins
+from bareagent_compact.engine.full.summarise import (
+    inflated,
+    kept_turns,
+    steps_meanwhile,
+    with_pins,
+)
 from bareagent_compact.engine.full.watch import EDITED, edited
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.turn import Turn
@@ -38,17 +43,23 @@ def conclude(
     done: Summarized,
     *,
     watched: bool | None,
+    background: bool = False,
 ) -> CompactionResult:
     """Check the summary (pinned facts, never a bigger history), rebuild, commit.
     ``watched``: the history cache held the history summarised, so a summarised
     message edited in place since voids the rebuild (``False``: not known;
-    ``None``: known to be edited)."""
+    ``None``: known to be edited). The identifiers of the steps taken while the
+    summary was made are checked against it on a ``background`` swap, and with
+    ``pin_facts`` on any other."""
     unedited = partial(_unedited, turn, made, watched)
     if done.server is not None:
         return _conclude_server(parts, turn, made, attempt, done, unedited=unedited)
     if done.text is None:
         return attempt.failure(parts.trigger, done.reason or Reason.UNUSABLE_SUMMARY)
-    summary = with_pins(parts, made, done.text, attempt, kept_turns(parts, made))
+    checked = background or parts.options.pin_facts
+    meanwhile = steps_meanwhile(turn.messages, made) if checked else []
+    turns = kept_turns(parts, made)
+    summary = with_pins(parts, made, done.text, attempt, turns, meanwhile=meanwhile)
     if summary is None:
         return attempt.failure(parts.trigger, Reason.INFLATED_SUMMARY)
     attempt.summary = summary
@@ -127,6 +138,7 @@ def _commit(
         parts=attempt.parts,
         replaced=tuple(done.replaced),
         rebuilt=tuple(rebuilt),
+        pinned_identifiers=attempt.pinned_identifiers,
     )
 
 

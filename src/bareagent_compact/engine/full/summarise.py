@@ -4,14 +4,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from functools import partial
 from typing import Any
 
 from bareagent_compact.engine.full.answer import read_summary
 from bareagent_compact.engine.full.attempt import Attempt, left_as
 from bareagent_compact.engine.parts import Parts
-from bareagent_compact.facts import extract, pinned_block
+from bareagent_compact.facts import Facts, Identifier, extract, pinned_with
+from bareagent_compact.identifiers import used_meanwhile
 from bareagent_compact.protocols import Message, ServerSummary, is_server_summariser
 from bareagent_compact.rebuild import Plan, is_own_output, replacement, summary_block
 from bareagent_compact.requests import Outcome, Request, SaveRequest
@@ -80,20 +81,51 @@ def summarise(parts: Parts, made: Plan, truncated: int = 0) -> Generator[Request
     )
 
 
-def _pinned(parts: Parts, made: Plan, summary: str, turns: str = "") -> str:
-    """The pinned-facts block to append to the summary (``pin_facts=True``): none of
-    what the kept user ``turns`` (after the summary) hold word for word."""
+def _pinned(
+    parts: Parts, made: Plan, summary: str, turns: str, meanwhile: Sequence[Message]
+) -> tuple[str, int]:
+    """The pinned block to append to the summary: the facts (``pin_facts=True``),
+    none of what the kept user ``turns`` (after the summary) hold word for word,
+    after the identifiers the steps taken ``meanwhile`` use that only the
+    summarised part held; and how many of those it pins."""
     options = parts.options
-    if not options.pin_facts or not options.derived.pin_facts_tokens:
-        return ""
+    budget = options.derived.pin_facts_tokens
+    if not budget or not (options.pin_facts or meanwhile):
+        return "", 0
     try:
-        facts = extract(expanded(made.source) if options.keep_user_turns else made.source)
-        budget = options.derived.pin_facts_tokens
-        block = pinned_block(facts, summary + turns, budget, _text_count(parts))
-        return unrepeated(block, turns)
+        used = _used(made, meanwhile, summary + turns)
+        if not options.pin_facts and not used:
+            return "", 0
+        facts = Facts()
+        if options.pin_facts:
+            facts = extract(expanded(made.source) if options.keep_user_turns else made.source)
+        block, pinned = pinned_with(facts, summary + turns, budget, _text_count(parts), used)
+        return unrepeated(block, turns), pinned
     except Exception:  # the summary is in hand: facts are a bonus, never a failure
         logger.warning("pinning facts failed; the summary is kept without them", exc_info=True)
-        return ""
+        return "", 0
+
+
+def _used(made: Plan, meanwhile: Sequence[Message], summary: str) -> list[Identifier]:
+    """The identifiers the steps taken ``meanwhile`` use that the summarised part
+    holds and neither the ``summary`` nor the kept part (all but the summarised
+    messages of the snapshot: systems, kept tail, pending turn) does."""
+    if not meanwhile:
+        return []
+    summarised = set(made.sources)
+    kept = [m for i, m in enumerate(made.snapshot) if i not in summarised]
+    return used_meanwhile(made.source, meanwhile, kept, summary)
+
+
+def steps_meanwhile(messages: Sequence[Message], made: Plan) -> list[Message]:
+    """The messages of the history now that the snapshot the summary was planned
+    on does not hold (the same objects): the steps taken while it was made."""
+    if len(messages) == len(made.snapshot) and all(
+        now is then for now, then in zip(messages, made.snapshot, strict=True)
+    ):
+        return []
+    held = {id(m) for m in made.snapshot}
+    return [m for m in messages if id(m) not in held]
 
 
 def kept_turns(parts: Parts, made: Plan) -> str:
@@ -120,19 +152,28 @@ def _text_count(parts: Parts) -> Callable[[str], int]:
 
 
 def with_pins(
-    parts: Parts, made: Plan, summary: str, attempt: Attempt, turns: str = ""
+    parts: Parts,
+    made: Plan,
+    summary: str,
+    attempt: Attempt,
+    turns: str = "",
+    *,
+    meanwhile: Sequence[Message] = (),
 ) -> str | None:
-    """The summary with the kept user ``turns`` and its pinned facts, or ``None``
+    """The summary with the kept user ``turns`` and its pinned block, or ``None``
     when even without them it would make the history bigger (not forced). The
     pins are found against the summary and the turns (a request the turns hold
     is not pinned again); pins, then turns, that alone would make it bigger are
-    left out."""
+    left out. The identifiers of the steps taken ``meanwhile`` it pins are
+    counted in ``attempt.pinned_identifiers``."""
     body = summary + turns
-    pinned = body + _pinned(parts, made, summary, turns)
+    block, used = _pinned(parts, made, summary, turns, meanwhile)
+    pinned = body + block
     for candidate in dict.fromkeys((pinned, body)):
         if candidate != summary and not inflated(parts, made, candidate, attempt, quiet=True):
             if candidate != pinned:
                 logger.info("pinned facts left out: they would make the history bigger")
+            attempt.pinned_identifiers = used if candidate == pinned else 0
             return candidate
     if pinned != summary:
         logger.info("what was added to the summary is left out: it would make the history bigger")
