@@ -108,7 +108,7 @@ if not typing.TYPE_CHECKING:
     def __getattr__(name: str) -> object:
         """The lazy names, imported (and kept) on first use."""
         if name == "__version__":
-            from importlib import metadata
+            from importlib import metadata  # noqa: PLC0415  (lazy: the import is slow)
             try:
                 version: str = metadata.version("bareagent-compact")
             except metadata.PackageNotFoundError:

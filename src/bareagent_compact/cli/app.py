@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import io
 import logging
 import sys
@@ -301,12 +300,22 @@ def _add_replay(verbs: Verbs) -> argparse.ArgumentParser:
     return replay
 
 
-def _version() -> str:
-    """The installed distribution's version (the package's own when it is not installed)."""
-    try:
-        return importlib.metadata.version("bareagent-compact")
-    except importlib.metadata.PackageNotFoundError:
-        return bareagent_compact.__version__
+class _Version(argparse.Action):
+    """``--version``: the package's version (read from the installed metadata), looked
+    up only when asked for, so that other commands do not pay for the lookup."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> NoReturn:
+        sys.stdout.write(f"{parser.prog} {bareagent_compact.__version__}\n")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -317,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log tracebacks too")
     parser.add_argument(
-        "--version", action="version", version=f"%(prog)s {_version()}", help="print the version"
+        "--version", action=_Version, help="print the version"
     )
     verbs = parser.add_subparsers(dest="command", required=True, metavar="VERB")
     _add_demo(verbs)
