@@ -9,6 +9,7 @@ from functools import partial
 from typing import Any
 
 from bareagent_compact.engine.full.attempt import Attempt
+from bareagent_compact.engine.full.plan import texts_of
 from bareagent_compact.engine.full.summarise import (
     inflated,
     kept_turns,
@@ -56,14 +57,14 @@ def conclude(
         return _conclude_server(parts, turn, made, attempt, done, unedited=unedited)
     if done.text is None:
         return attempt.failure(parts.trigger, done.reason or Reason.UNUSABLE_SUMMARY)
-    checked = background or parts.options.pin_facts
+    checked = background or parts.options.derived.pin_facts
     meanwhile = steps_meanwhile(turn.messages, made) if checked else []
     turns = kept_turns(parts, made)
     summary = with_pins(parts, made, done.text, attempt, turns, meanwhile=meanwhile)
     if summary is None:
         return attempt.failure(parts.trigger, Reason.INFLATED_SUMMARY)
     attempt.summary = summary
-    acknowledgement = parts.options.derived.acknowledgement
+    acknowledgement = texts_of(parts, made).acknowledgement
     rebuilt = rebuild(turn.messages, made, summary, acknowledgement, unedited=unedited)
     if rebuilt is None:
         return attempt.failure(parts.trigger, Reason.HISTORY_CHANGED)

@@ -12,6 +12,7 @@ from typing import Any
 from bareagent_compact import dialects
 from bareagent_compact.engine.full.attempt import Attempt
 from bareagent_compact.engine.parts import Parts
+from bareagent_compact.prompts import LanguagePreset
 from bareagent_compact.rebuild import (
     Plan,
     is_own_output,
@@ -61,11 +62,12 @@ def plan(parts: Parts, messages: Any, attempt: Attempt, limit: int) -> Plan | Co
     source_tokens = count(source)
     try:
         systems = system_copies(head[fixed:])
-        prompt = spec_prompt(source, source_tokens, options)
+        texts = options.derived.texts_for(source)
+        prompt = spec_prompt(source, source_tokens, options, texts)
     except ValueError:
         logger.warning("compaction skipped: history cannot be encoded", exc_info=True)
         return attempt.failure(parts.trigger, Reason.NOT_ENCODABLE)
-    system_prompt = options.derived.system_prompt
+    system_prompt = texts.summary_prompt
     made = Plan(
         snapshot,
         head_end,
@@ -77,8 +79,14 @@ def plan(parts: Parts, messages: Any, attempt: Attempt, limit: int) -> Plan | Co
         prompt,
         fixed,
         sources=sources,
+        texts=texts,
     )
     return _worth_a_call(parts, made, attempt)
+
+
+def texts_of(parts: Parts, made: Plan) -> LanguagePreset:
+    """The texts of the compaction ``made`` plans (its language's)."""
+    return parts.options.derived.texts if made.texts is None else made.texts
 
 
 def _dialogue_at(head: list[Any], start: int, end: int) -> tuple[int, ...]:
@@ -92,7 +100,7 @@ def _worth_a_call(parts: Parts, made: Plan, attempt: Attempt) -> Plan | Compacti
     never worth a provider call (told once, then at ``DEBUG``)."""
     if attempt.force:
         return made
-    fixed = summary_block("", (), parts.options.derived.acknowledgement)
+    fixed = summary_block("", (), texts_of(parts, made).acknowledgement)
     floor = parts.counter.count_live(fixed)
     if made.source_tokens >= floor:
         return made
@@ -167,7 +175,7 @@ def _with_instructions(parts: Parts, made: Plan, texts: list[str]) -> Plan:
     """The plan whose summary prompt carries the focus instructions, if any."""
     if not texts:
         return made
-    heading = parts.options.derived.instructions_heading
+    heading = texts_of(parts, made).instructions_heading
     system = made.system_prompt + "\n\n" + heading + "\n".join(texts)
     prompt = (
         None if made.prompt is None else [{"role": "system", "content": system}, made.prompt[1]]

@@ -10,6 +10,7 @@ from typing import Any
 
 from bareagent_compact.engine.full.answer import read_summary
 from bareagent_compact.engine.full.attempt import Attempt, left_as
+from bareagent_compact.engine.full.plan import texts_of
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.facts import Facts, Identifier, extract, pinned_with
 from bareagent_compact.identifiers import used_meanwhile
@@ -57,7 +58,7 @@ def summarise(parts: Parts, made: Plan, truncated: int = 0) -> Generator[Request
     summariser's input budget; any failure leaves history intact. A server
     summariser is sent the conversation's own messages instead."""
     options = parts.options
-    derived = options.derived
+    texts = texts_of(parts, made)
     if is_server_summariser(parts.provider):
         systems, prefix = live_prefix(made.snapshot, made.fixed_end)
         return (
@@ -70,10 +71,10 @@ def summarise(parts: Parts, made: Plan, truncated: int = 0) -> Generator[Request
             made.source,
             made.prompt,
             system_prompt=made.system_prompt,
-            base_prompt=derived.system_prompt,
-            lead_in=derived.rolling_lead_in,
+            base_prompt=texts.summary_prompt,
+            lead_in=texts.rolling_lead_in,
             rolling=options.rolling_summaries
-            and is_own_output(made.source[0], derived.acknowledgement),
+            and is_own_output(made.source[0], texts.acknowledgement),
             budget=options.summary_input_tokens,
             count=parts.counter.count_live,
             read=partial(read_summary, truncated=truncated),
@@ -89,16 +90,17 @@ def _pinned(
     after the identifiers the steps taken ``meanwhile`` use that only the
     summarised part held; and how many of those it pins."""
     options = parts.options
-    budget = options.derived.pin_facts_tokens
-    if not budget or not (options.pin_facts or meanwhile):
+    derived = options.derived
+    budget = derived.pin_facts_tokens
+    if not budget or not (derived.pin_facts or meanwhile):
         return "", 0
     try:
         used = _used(made, meanwhile, summary + turns)
-        if not options.pin_facts and not used:
+        if not derived.pin_facts and not used:
             return "", 0
         facts = Facts()
-        if options.pin_facts:
-            facts = extract(expanded(made.source) if options.keep_user_turns else made.source)
+        if derived.pin_facts:
+            facts = extract(expanded(made.source) if derived.keep_user_turns else made.source)
         block, pinned = pinned_with(facts, summary + turns, budget, _text_count(parts), used)
         return unrepeated(block, turns), pinned
     except Exception:  # the summary is in hand: facts are a bonus, never a failure
@@ -134,7 +136,7 @@ def kept_turns(parts: Parts, made: Plan) -> str:
     of those the kept part holds. Empty when off, or when none is left."""
     options = parts.options
     budget = options.derived.user_turns_tokens
-    if not options.keep_user_turns or not budget:
+    if not options.derived.keep_user_turns or not budget:
         return ""
     try:
         turns = user_turns(made.source, made.snapshot[made.tail_start :])
@@ -194,7 +196,7 @@ def inflated(
     it) being longer than the source makes the history bigger: refused, unless
     the call was forced (then kept, with a warning)."""
     force = attempt.force
-    acknowledgement = parts.options.derived.acknowledgement
+    acknowledgement = texts_of(parts, made).acknowledgement
     if isinstance(summary, ServerSummary):
         block = replacement(made, summary, acknowledgement, covered)[: -len(made.kept) or None]
     else:
