@@ -130,8 +130,9 @@ LANGUAGES: Final = {
 """``language=`` presets: ``"zh"`` (the specification's texts, the default) and ``"en"``;
 ``"auto"`` (:data:`AUTO_LANGUAGE`) chooses one of them at each compaction."""
 
-OWN_ACKNOWLEDGEMENTS: Final = frozenset(
-    {*(preset.acknowledgement for preset in LANGUAGES.values()), *EARLIER_ACKNOWLEDGEMENTS}
+OWN_ACKNOWLEDGEMENTS: Final = (
+    *(preset.acknowledgement for preset in LANGUAGES.values()),
+    *EARLIER_ACKNOWLEDGEMENTS,
 )
 """Every acknowledgement the library writes or wrote: read as its own output
 whatever the language in force (``language="auto"`` may change it between rounds)."""

@@ -9,13 +9,8 @@ from functools import partial
 from typing import Any
 
 from bareagent_compact.engine.full.attempt import Attempt
-from bareagent_compact.engine.full.plan import texts_of
-from bareagent_compact.engine.full.summarise import (
-    inflated,
-    kept_turns,
-    steps_meanwhile,
-    with_pins,
-)
+from bareagent_compact.engine.full.plan import kept_turns, texts_of
+from bareagent_compact.engine.full.summarise import inflated, steps_meanwhile, with_pins
 from bareagent_compact.engine.full.watch import EDITED, edited
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.turn import Turn

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import replace
 from typing import Any
 
@@ -24,6 +24,7 @@ from bareagent_compact.rebuild import (
 from bareagent_compact.requests import HookRequest, Outcome, Request
 from bareagent_compact.result import CompactionEvent, CompactionResult, Reason
 from bareagent_compact.trigger import STILL_OVER_GROWTH
+from bareagent_compact.user_turns import fit, section, user_turns
 
 logger = logging.getLogger("bareagent_compact.compactor")
 
@@ -89,6 +90,29 @@ def texts_of(parts: Parts, made: Plan) -> LanguagePreset:
     return parts.options.derived.texts if made.texts is None else made.texts
 
 
+def text_count(parts: Parts) -> Callable[[str], int]:
+    """The compactor's count of a text, as a user message."""
+    return lambda text: parts.counter.count_live([{"role": "user", "content": text}])
+
+
+def kept_turns(parts: Parts, made: Plan) -> str:
+    """The section of the user's own turns to put after the summary
+    (``keep_user_turns=True``): the newest of the source within their budget, none
+    of those the kept part holds. Empty when off, or when none is left."""
+    options = parts.options
+    budget = options.derived.user_turns_tokens
+    if not options.derived.keep_user_turns or not budget:
+        return ""
+    try:
+        turns = user_turns(made.source, made.snapshot[made.tail_start :])
+        return section(fit(turns, budget, text_count(parts)))
+    except Exception:  # the summary is in hand: the turns are a bonus, never a failure
+        logger.warning(
+            "keeping the user turns failed; the summary is kept without them", exc_info=True
+        )
+        return ""
+
+
 def _dialogue_at(head: list[Any], start: int, end: int) -> tuple[int, ...]:
     """The positions of the messages of ``head[start:end]`` that are not system messages."""
     return tuple(i for i in range(start, end) if not dialects.is_system(head[i]))
@@ -96,11 +120,14 @@ def _dialogue_at(head: list[Any], start: int, end: int) -> tuple[int, ...]:
 
 def _worth_a_call(parts: Parts, made: Plan, attempt: Attempt) -> Plan | CompactionResult:
     """``made``, unless (not forced) its source weighs less than the summary prefix
-    and the acknowledgement together: a summary could save at most that little,
+    and the acknowledgement together (and the user turns kept, ``keep_user_turns``): a
+    summary could save at most that little (or lose the user's turns),
     never worth a provider call (told once, then at ``DEBUG``)."""
     if attempt.force:
         return made
-    fixed = summary_block("", (), texts_of(parts, made).acknowledgement)
+    # With keep_user_turns, the user's turns go into the summary message too: a
+    # source no larger than them could only lose them.
+    fixed = summary_block(kept_turns(parts, made), (), texts_of(parts, made).acknowledgement)
     floor = parts.counter.count_live(fixed)
     if made.source_tokens >= floor:
         return made

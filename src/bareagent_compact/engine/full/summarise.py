@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from functools import partial
 from typing import Any
 
 from bareagent_compact.engine.full.answer import read_summary
 from bareagent_compact.engine.full.attempt import Attempt, left_as
-from bareagent_compact.engine.full.plan import texts_of
+from bareagent_compact.engine.full.plan import text_count, texts_of
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.facts import Facts, Identifier, extract, pinned_with
 from bareagent_compact.identifiers import used_meanwhile
@@ -19,7 +19,7 @@ from bareagent_compact.rebuild import Plan, is_own_output, replacement, summary_
 from bareagent_compact.requests import Outcome, Request, SaveRequest
 from bareagent_compact.server_summary import live_prefix, summarize_on_server
 from bareagent_compact.summarize import Summarized, summarize_source
-from bareagent_compact.user_turns import expanded, fit, section, unrepeated, user_turns
+from bareagent_compact.user_turns import expanded, unrepeated
 
 logger = logging.getLogger("bareagent_compact.compactor")
 
@@ -101,7 +101,7 @@ def _pinned(
         facts = Facts()
         if derived.pin_facts:
             facts = extract(expanded(made.source) if derived.keep_user_turns else made.source)
-        block, pinned = pinned_with(facts, summary + turns, budget, _text_count(parts), used)
+        block, pinned = pinned_with(facts, summary + turns, budget, text_count(parts), used)
         return unrepeated(block, turns), pinned
     except Exception:  # the summary is in hand: facts are a bonus, never a failure
         logger.warning("pinning facts failed; the summary is kept without them", exc_info=True)
@@ -128,29 +128,6 @@ def steps_meanwhile(messages: Sequence[Message], made: Plan) -> list[Message]:
         return []
     held = {id(m) for m in made.snapshot}
     return [m for m in messages if id(m) not in held]
-
-
-def kept_turns(parts: Parts, made: Plan) -> str:
-    """The section of the user's own turns to put after the summary
-    (``keep_user_turns=True``): the newest of the source within their budget, none
-    of those the kept part holds. Empty when off, or when none is left."""
-    options = parts.options
-    budget = options.derived.user_turns_tokens
-    if not options.derived.keep_user_turns or not budget:
-        return ""
-    try:
-        turns = user_turns(made.source, made.snapshot[made.tail_start :])
-        return section(fit(turns, budget, _text_count(parts)))
-    except Exception:  # the summary is in hand: the turns are a bonus, never a failure
-        logger.warning(
-            "keeping the user turns failed; the summary is kept without them", exc_info=True
-        )
-        return ""
-
-
-def _text_count(parts: Parts) -> Callable[[str], int]:
-    """The compactor's count of a text, as a user message."""
-    return lambda text: parts.counter.count_live([{"role": "user", "content": text}])
 
 
 def with_pins(
