@@ -4,6 +4,9 @@ winning; ``language="auto"``; and the probe of what stays word for word."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -189,3 +192,26 @@ def test_a_source_no_larger_than_the_user_turns_it_holds_is_not_summarised() -> 
     assert messages[0] == {"role": "user", "content": task}
     plain = Compactor(provider, threshold=100, language="en")(messages)  # the task for 1 line
     assert plain.action is Action.FULL and task not in messages[0]["content"]
+
+
+def _probe() -> Any:
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_probe.py"
+    spec = importlib.util.spec_from_file_location("bench_probe", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_probe", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("summariser", ["keeps nothing", "keeps its last paragraph"])
+def test_the_probe_keeps_every_kind_word_for_word_within_the_targets(summariser: str) -> None:
+    probe = _probe()
+    rounds = probe.run_probe(probe.SUMMARISERS[summariser], profile="agent", rounds=3)
+    for number, done in enumerate(rounds, 1):
+        for kind, (kept, planted) in done.kept.items():
+            assert kept >= 0.95 * planted, f"round {number}: {kind} {kept}/{planted}"
+        assert done.added_share <= 0.15
+        assert done.duplicates == 0
+    default = probe.run_probe(probe.SUMMARISERS[summariser], profile=None, rounds=1)
+    assert default[0].kept["rules"] == (0, 2)  # what the profile is measured against
