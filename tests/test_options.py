@@ -292,6 +292,9 @@ def test_pin_facts_tokens_reads_back_the_budget_in_force_like_max_message_tokens
 )  # fmt: skip
 @pytest.mark.parametrize("value", ["no", "false", None, 1.0])
 def test_on_off_options_refuse_what_is_not_a_bool(flag: str, value: object) -> None:
+    if value is None and flag == "pin_facts":  # its default: the profile's (off without one)
+        assert Compactor(RecordingProvider(), pin_facts=None).pin_facts is False
+        return
     with pytest.raises(TypeError, match=f"{flag} must be a bool"):
         Compactor(RecordingProvider(), **{flag: value})
     compactor = Compactor(RecordingProvider())

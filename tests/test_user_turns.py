@@ -263,7 +263,7 @@ def test_the_budget_follows_the_threshold_unless_given() -> None:
     ("changes", "error"),
     [
         ({"keep_user_turns": "yes"}, TypeError),
-        ({"keep_user_turns": None}, TypeError),
+        ({"keep_user_turns": 2.0}, TypeError),  # None is the default: the profile's
         ({"user_turns_tokens": 1.5}, TypeError),
         ({"user_turns_tokens": True}, TypeError),
         ({"user_turns_tokens": -1}, ValueError),

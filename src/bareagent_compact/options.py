@@ -24,13 +24,21 @@ from bareagent_compact.oversize import (
     check_max_message_tokens,
     message_limit,
 )
-from bareagent_compact.prompts import DEFAULT_THRESHOLD, LANGUAGES, LanguagePreset
+from bareagent_compact.prompts import (
+    AUTO_LANGUAGE,
+    DEFAULT_THRESHOLD,
+    LANGUAGES,
+    LanguagePreset,
+    language_of,
+)
 from bareagent_compact.protocols import (
     AfterCompactHook,
     ArchiveHook,
     BeforeCompactHook,
+    Message,
     TokenCounter,
 )
+from bareagent_compact.serialize import _plain_dicts, render_message, tool_names
 from bareagent_compact.summarize import DEFAULT_SUMMARY_INPUT_TOKENS, MIN_BUDGET, check_budget
 from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.user_turns import DEFAULT_USER_TURNS_TOKENS, turns_budget
@@ -73,6 +81,80 @@ def _ruled_limit(value: int | None, follows_rule: bool) -> int | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Profile:
+    """A set of defaults for a kind of use: what ``profile=`` names or is given.
+
+    An option left at its default (``None``, or ``language`` not given) takes the
+    profile's value; an option given explicitly wins. The one preset is
+    :data:`AGENT`; ``AGENT.replace(clear_thinking_after_turns=None)`` is a profile
+    of one's own. ``None`` in a profile leaves the option at the library's default.
+    """
+
+    name: str
+    language: str | None = None
+    pin_facts: bool | None = None
+    keep_user_turns: bool | None = None
+    clear_thinking_after_turns: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError("a Profile's name must be a non-empty str")
+        if self.language is not None and self.language not in _LANGUAGE_NAMES:
+            raise ValueError(f"language must be one of {_LANGUAGE_NAMES}, got {self.language!r}")
+        for flag in ("pin_facts", "keep_user_turns"):
+            if getattr(self, flag) not in (None, True, False):
+                raise TypeError(f"a Profile's {flag} must be a bool or None")
+        if self.clear_thinking_after_turns is not None:
+            check_int("clear_thinking_after_turns", self.clear_thinking_after_turns)
+
+    def replace(self, **changes: Any) -> Profile:
+        """A new, checked profile with ``changes``."""
+        return dataclasses.replace(self, **changes)
+
+
+_LANGUAGE_NAMES: Final = [*sorted(LANGUAGES), AUTO_LANGUAGE]
+"""What ``language=`` takes: a preset's name, or ``"auto"``."""
+
+AGENT: Final = Profile(
+    "agent",
+    language=AUTO_LANGUAGE,
+    pin_facts=True,
+    keep_user_turns=True,
+    clear_thinking_after_turns=0,
+)
+"""``profile="agent"``: what an agent loop should use. The summary texts in the
+conversation's language, the user's own turns kept verbatim, standing
+instructions, paths, URLs, errors and the last request pinned, and thinking of
+finished turns cleared (the APIs drop it themselves: only the current tool loop
+needs it). See ``docs/configuration.md``."""
+
+PROFILES: Final = {profile.name: profile for profile in (AGENT,)}
+"""The profiles ``profile=`` may name; a new one is one more entry."""
+
+
+def resolve_profile(profile: object) -> Profile | None:
+    """``profile`` (``None``, a name of :data:`PROFILES` or a :class:`Profile`) as a
+    :class:`Profile` or ``None``; ``ValueError`` naming the known ones, else ``TypeError``."""
+    if profile is None or isinstance(profile, Profile):
+        return profile
+    if not isinstance(profile, str):
+        raise TypeError(f"profile must be a str, a Profile or None, got {type(profile).__name__}")
+    found = PROFILES.get(profile)
+    if found is None:
+        raise ValueError(f"profile must be one of {sorted(PROFILES)} or None, got {profile!r}")
+    return found
+
+
+def source_language(source: list[Message]) -> str:
+    """The language of the summarised part: ``"zh"`` when more than half of the
+    letters of its messages (as the summariser reads them, role headers aside)
+    are CJK, else ``"en"``."""
+    messages = _plain_dicts(source)
+    names = tool_names(messages)
+    return language_of("\n".join(render_message(m, names) for m in messages))
+
+
+@dataclass(frozen=True, slots=True)
 class Derived:
     """What follows from the options: resolved micro policy, texts and counter."""
 
@@ -97,6 +179,36 @@ class Derived:
     user_turns_tokens: int = 0
     """The kept user turns' budget (``keep_user_turns``): ``user_turns_tokens``, or,
     left at its default, ``min(20000, threshold // 10)``."""
+    language: str = DEFAULT_LANGUAGE
+    """The language in force: ``language``, or, left at its default, a custom
+    ``system_prompt``'s, else the profile's, else ``"zh"``; ``"auto"``: chosen at
+    each compaction from the summarised part (:meth:`texts_for`)."""
+    pin_facts: bool = False
+    """``pin_facts``, or, left at its default, the profile's (off without one)."""
+    keep_user_turns: bool = False
+    """``keep_user_turns``, or, left at its default, the profile's (off without one)."""
+    clear_thinking_after_turns: int | None = None
+    """``clear_thinking_after_turns``, or, left at its default, the profile's."""
+    auto_texts: tuple[LanguagePreset, ...] = ()
+    """With ``language="auto"``: the texts of each language, by :data:`LANGUAGES`
+    order (custom texts in place); else empty."""
+
+    @property
+    def texts(self) -> LanguagePreset:
+        """The texts in force when the language is fixed."""
+        return LanguagePreset(
+            self.system_prompt,
+            self.acknowledgement,
+            self.rolling_lead_in,
+            self.instructions_heading,
+        )
+
+    def texts_for(self, source: list[Message]) -> LanguagePreset:
+        """The texts of a compaction of ``source``: with ``language="auto"``, those
+        of its language (:func:`source_language`), else :attr:`texts`."""
+        if not self.auto_texts:
+            return self.texts
+        return dict(zip(LANGUAGES, self.auto_texts, strict=True))[source_language(source)]
 
 
 def _check_callable(name: str, value: object, *, optional: bool) -> None:
@@ -105,8 +217,9 @@ def _check_callable(name: str, value: object, *, optional: bool) -> None:
 
 
 def _check_texts(options: Options) -> None:
-    if not isinstance(options.language, str) or options.language not in LANGUAGES:
-        raise ValueError(f"language must be one of {sorted(LANGUAGES)}, got {options.language!r}")
+    language = options.language
+    if not isinstance(language, str) or language not in _LANGUAGE_NAMES:
+        raise ValueError(f"language must be one of {_LANGUAGE_NAMES}, got {language!r}")
     for name in ("system_prompt", "acknowledgement", "instructions"):
         text = getattr(options, name)
         if text is not None and not isinstance(text, str):
@@ -166,22 +279,48 @@ def _check_values(options: Options) -> None:
     check_background_at(options.background_at)
     if options.clear_thinking_after_turns is not None:
         check_int("clear_thinking_after_turns", options.clear_thinking_after_turns)
+    resolve_profile(options.profile)
 
 
-def _texts(options: Options) -> LanguagePreset:
-    """The summary texts: an explicit ``language`` wins; left at its default, they
-    follow a custom ``system_prompt``'s language (Chinese characters or not)."""
+def _language(options: Options, profile: Profile | None) -> str:
+    """The language in force: an explicit ``language`` wins; left at its default,
+    a custom ``system_prompt``'s language (Chinese characters or not), else the
+    profile's, else the default."""
     language = options.language
-    prompt = options.system_prompt
-    if type(language) is _DefaultLanguage and prompt is not None:
-        language = text_language(prompt)
+    if type(language) is not _DefaultLanguage:
+        return language
+    if options.system_prompt is not None:
+        return text_language(options.system_prompt)
+    if profile is not None and profile.language is not None:
+        return profile.language
+    return language
+
+
+def _texts(options: Options, language: str) -> LanguagePreset:
+    """The summary texts of ``language`` (a preset's name), custom texts in place."""
     preset = LANGUAGES[language]
+    prompt, acknowledgement = options.system_prompt, options.acknowledgement
     return LanguagePreset(
-        LANGUAGES[options.language].summary_prompt if prompt is None else prompt,
-        preset.acknowledgement if options.acknowledgement is None else options.acknowledgement,
+        preset.summary_prompt if prompt is None else prompt,
+        preset.acknowledgement if acknowledgement is None else acknowledgement,
         preset.rolling_lead_in,
         preset.instructions_heading,
     )
+
+
+def _flag(given: bool | None, profile: Profile | None, name: str) -> bool:
+    """A flag in force: as given, or, left at its default (``None``), the profile's."""
+    if given is not None:
+        return bool(given)
+    value = None if profile is None else getattr(profile, name)
+    return bool(value)
+
+
+def _thinking(options: Options, profile: Profile | None) -> int | None:
+    given = options.clear_thinking_after_turns
+    if given is not None or profile is None or profile.clear_thinking_after_turns is None:
+        return given
+    return RuleValue(profile.clear_thinking_after_turns)
 
 
 def derive(options: Options) -> Derived:
@@ -195,11 +334,16 @@ def derive(options: Options) -> Derived:
         exclude_tools=options.exclude_tools,
         clear_at_least=options.clear_at_least,
     )
-    texts = _texts(options)
+    profile = resolve_profile(options.profile)
+    language = _language(options, profile)
+    auto = language == AUTO_LANGUAGE
+    every = tuple(_texts(options, name) for name in LANGUAGES) if auto else ()
+    texts = every[-1] if auto else _texts(options, language)
     # The system prompt must leave the history its share of every summary request
     # (in the built-in estimate; with a token_counter each request is checked too).
-    prompt = [{"role": "system", "content": texts.summary_prompt}]
-    check_budget(options.summary_input_tokens, estimate_tokens(prompt))
+    for checked in every or (texts,):
+        prompt = [{"role": "system", "content": checked.summary_prompt}]
+        check_budget(options.summary_input_tokens, estimate_tokens(prompt))
     counter = options.token_counter
     return Derived(
         _ruled(keep_recent, options.keep_recent is None),
@@ -223,6 +367,11 @@ def derive(options: Options) -> Derived:
             turns_budget(options.user_turns_tokens, options.threshold),
             options.user_turns_tokens is DEFAULT_USER_TURNS_TOKENS,
         ),
+        language,
+        _flag(options.pin_facts, profile, "pin_facts"),
+        _flag(options.keep_user_turns, profile, "keep_user_turns"),
+        _thinking(options, profile),
+        every,
     )
 
 
@@ -251,7 +400,7 @@ class Options:
     language: str = DEFAULT_LANGUAGE
     instructions: str | None = None
     rolling_summaries: bool = True
-    pin_facts: bool = False
+    pin_facts: bool | None = None
     pin_facts_tokens: int = DEFAULT_PIN_FACTS_TOKENS
     keep_tail_tokens: int = 0
     before_compact: BeforeCompactHook | None = None
@@ -264,8 +413,9 @@ class Options:
     background_at: float | None = None
     prune_before_server_compaction: bool = False
     clear_thinking_after_turns: int | None = None
-    keep_user_turns: bool = False
+    keep_user_turns: bool | None = None
     user_turns_tokens: int = DEFAULT_USER_TURNS_TOKENS
+    profile: str | Profile | None = None
     derived: Derived = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -281,6 +431,8 @@ class Options:
             "keep_user_turns",
         ):
             value = getattr(self, flag)
+            if value is None and flag in _PROFILE_FLAGS:
+                continue  # left to the profile
             if not isinstance(value, int):  # bool, or 0 and 1 as before; never "no" or None
                 raise TypeError(f"{flag} must be a bool, got {type(value).__name__}")
             setattr_(self, flag, bool(value))
@@ -297,6 +449,9 @@ class Options:
             raise TypeError(f"unknown option(s): {', '.join(unknown)}")
         return dataclasses.replace(self, **changes)
 
+
+_PROFILE_FLAGS: Final = frozenset({"pin_facts", "keep_user_turns"})
+"""The flags whose default, ``None``, is the profile's value (off without one)."""
 
 OPTION_NAMES: Final = frozenset(
     f.name for f in dataclasses.fields(Options) if f.init

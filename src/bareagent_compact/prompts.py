@@ -71,11 +71,18 @@ _CJK_RE: Final = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud
 _LETTER_RE: Final = re.compile(r"[^\W\d_]")
 
 
+def language_of(text: str) -> str:
+    """``"zh"`` when more than half of the letters of ``text`` are CJK, else ``"en"``
+    (what ``language="auto"`` chooses from the summarised part)."""
+    letters = len(_LETTER_RE.findall(text))
+    return "zh" if 2 * len(_CJK_RE.findall(text)) > letters else "en"
+
+
 def framing_for(summary: str) -> str:
     """The framing line in the language of ``summary``: Chinese when more than half of
     its letters are CJK, else English."""
-    letters = len(_LETTER_RE.findall(summary))
-    return CHINESE_FRAMING if 2 * len(_CJK_RE.findall(summary)) > letters else ENGLISH_FRAMING
+    return CHINESE_FRAMING if language_of(summary) == "zh" else ENGLISH_FRAMING
+
 
 CHINESE_ROLLING_LEAD_IN: Final = (
     "下面的第一条消息是更早之前对话的摘要，其中仍然相关的内容必须全部保留到新的摘要中。\n\n"
@@ -101,6 +108,11 @@ class LanguagePreset:
     instructions_heading: str
 
 
+AUTO_LANGUAGE: Final = "auto"
+"""``language="auto"``: the texts of the summarised part's language, chosen at each
+compaction (:func:`language_of`): Chinese when more than half of its letters are
+CJK, else English."""
+
 LANGUAGES: Final = {
     "zh": LanguagePreset(
         DEFAULT_SUMMARY_PROMPT,
@@ -115,4 +127,12 @@ LANGUAGES: Final = {
         ENGLISH_INSTRUCTIONS_HEADING,
     ),
 }
-"""``language=`` presets: ``"zh"`` (the specification's texts, the default) and ``"en"``."""
+"""``language=`` presets: ``"zh"`` (the specification's texts, the default) and ``"en"``;
+``"auto"`` (:data:`AUTO_LANGUAGE`) chooses one of them at each compaction."""
+
+OWN_ACKNOWLEDGEMENTS: Final = (
+    *(preset.acknowledgement for preset in LANGUAGES.values()),
+    *EARLIER_ACKNOWLEDGEMENTS,
+)
+"""Every acknowledgement the library writes or wrote: read as its own output
+whatever the language in force (``language="auto"`` may change it between rounds)."""

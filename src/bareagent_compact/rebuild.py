@@ -16,7 +16,7 @@ from bareagent_compact import dialects
 from bareagent_compact._json import json_copy
 from bareagent_compact.options import Options
 from bareagent_compact.pairs import find_orphans
-from bareagent_compact.prompts import EARLIER_ACKNOWLEDGEMENTS, SUMMARY_PREFIX
+from bareagent_compact.prompts import OWN_ACKNOWLEDGEMENTS, SUMMARY_PREFIX, LanguagePreset
 from bareagent_compact.protocols import Message, ServerSummary
 from bareagent_compact.serialize import _serialize
 from bareagent_compact.split import (
@@ -57,6 +57,8 @@ class Plan:
     """The focus instructions (constructor, call, ``before_compact``), or ``None``."""
     sources: tuple[int, ...] = ()
     """Where the messages of ``source`` are in ``snapshot``."""
+    texts: LanguagePreset | None = None
+    """The texts of this compaction (its language's, see ``Derived.texts_for``)."""
 
     @property
     def kept(self) -> list[Message]:
@@ -70,7 +72,7 @@ def is_own_output(message: Message, acknowledgement: str) -> bool:
     """True for the summary and acknowledgement messages a previous compaction wrote."""
     content = message.get("content")
     if message.get("role") == "assistant":
-        return content == acknowledgement or content in EARLIER_ACKNOWLEDGEMENTS
+        return content == acknowledgement or content in OWN_ACKNOWLEDGEMENTS
     return (
         message.get("role") == "user"
         and isinstance(content, str)
@@ -106,20 +108,24 @@ def split_history(
 
 
 def spec_prompt(
-    source: list[Message], source_tokens: int, options: Options
+    source: list[Message],
+    source_tokens: int,
+    options: Options,
+    texts: LanguagePreset | None = None,
 ) -> list[Message] | None:
     """The specification's one-request prompt, or ``None`` for a source over the
     summariser's budget (rendered a part at a time, never as one transcript).
-    Raises ``ValueError`` for a source that cannot be encoded."""
+    ``texts``: the compaction's (default: the options'). Raises ``ValueError`` for
+    a source that cannot be encoded."""
     if source_tokens > options.summary_input_tokens:
         return None
-    derived = options.derived
+    texts = options.derived.texts if texts is None else texts
     transcript = _serialize(source)
-    if options.rolling_summaries and is_own_output(source[0], derived.acknowledgement):
+    if options.rolling_summaries and is_own_output(source[0], texts.acknowledgement):
         # A previous summary opens the source: say so (the lead-in line).
-        transcript = derived.rolling_lead_in + transcript
+        transcript = texts.rolling_lead_in + transcript
     return [
-        {"role": "system", "content": derived.system_prompt},
+        {"role": "system", "content": texts.summary_prompt},
         {"role": "user", "content": transcript},
     ]
 

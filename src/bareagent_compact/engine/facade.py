@@ -24,6 +24,7 @@ from bareagent_compact.options import (
     DEFAULT_LANGUAGE,
     OPTION_NAMES,
     Options,
+    Profile,
     RuleValue,
     check_provider,
 )
@@ -93,8 +94,8 @@ class _Option(Generic[ReadT, WriteT]):
                 if value == current:
                     return  # the value it reads: it keeps following its rule
                 value = cast(WriteT, int(value))
-            elif getattr(obj.options, self.name) is None and value is current:
-                return  # the text or counter it reads: still the default
+            elif _default(self.name, getattr(obj.options, self.name)) and value is current:
+                return  # the text, flag or counter it reads: still the default
         obj._configure(**{self.name: value})
 
 
@@ -162,10 +163,10 @@ class Engine(Generic[ProviderT]):
     archive = _Option[ArchiveHook | None, ArchiveHook | None]()
     require_snapshot = _Option[bool, bool]()
     summary_input_tokens = _Option[int, int]()
-    language = _Option[str, str]()
+    language = _Option[str, str](derived=True)
     instructions = _Option[str | None, str | None]()
     rolling_summaries = _Option[bool, bool]()
-    pin_facts = _Option[bool, bool]()
+    pin_facts = _Option[bool, bool | None](derived=True)
     pin_facts_tokens = _Option[int, int](derived=True)
     keep_tail_tokens = _Option[int, int]()
     before_compact = _Option[BeforeCompactHook | None, BeforeCompactHook | None]()
@@ -177,9 +178,10 @@ class Engine(Generic[ProviderT]):
     max_message_tokens = _Option[int | None, int | None](derived=True)
     background_at = _Option[float | None, float | None]()
     prune_before_server_compaction = _Option[bool, bool]()
-    clear_thinking_after_turns = _Option[int | None, int | None]()
-    keep_user_turns = _Option[bool, bool]()
+    clear_thinking_after_turns = _Option[int | None, int | None](derived=True)
+    keep_user_turns = _Option[bool, bool | None](derived=True)
     user_turns_tokens = _Option[int, int](derived=True)
+    profile = _Option[str | Profile | None, str | Profile | None]()
 
     def __init__(
         self,
@@ -199,7 +201,7 @@ class Engine(Generic[ProviderT]):
         language: str = DEFAULT_LANGUAGE,
         instructions: str | None = None,
         rolling_summaries: bool = True,
-        pin_facts: bool = False,
+        pin_facts: bool | None = None,
         pin_facts_tokens: int = DEFAULT_PIN_FACTS_TOKENS,
         keep_tail_tokens: int = 0,
         before_compact: BeforeCompactHook | None = None,
@@ -212,8 +214,9 @@ class Engine(Generic[ProviderT]):
         background_at: float | None = None,
         prune_before_server_compaction: bool = False,
         clear_thinking_after_turns: int | None = None,
-        keep_user_turns: bool = False,
+        keep_user_turns: bool | None = None,
         user_turns_tokens: int = DEFAULT_USER_TURNS_TOKENS,
+        profile: str | Profile | None = None,
         options: Options | None = None,
     ) -> None:
         check_provider(provider)

@@ -9,12 +9,8 @@ from functools import partial
 from typing import Any
 
 from bareagent_compact.engine.full.attempt import Attempt
-from bareagent_compact.engine.full.summarise import (
-    inflated,
-    kept_turns,
-    steps_meanwhile,
-    with_pins,
-)
+from bareagent_compact.engine.full.plan import kept_turns, texts_of
+from bareagent_compact.engine.full.summarise import inflated, steps_meanwhile, with_pins
 from bareagent_compact.engine.full.watch import EDITED, edited
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.turn import Turn
@@ -56,14 +52,14 @@ def conclude(
         return _conclude_server(parts, turn, made, attempt, done, unedited=unedited)
     if done.text is None:
         return attempt.failure(parts.trigger, done.reason or Reason.UNUSABLE_SUMMARY)
-    checked = background or parts.options.pin_facts
+    checked = background or parts.options.derived.pin_facts
     meanwhile = steps_meanwhile(turn.messages, made) if checked else []
     turns = kept_turns(parts, made)
     summary = with_pins(parts, made, done.text, attempt, turns, meanwhile=meanwhile)
     if summary is None:
         return attempt.failure(parts.trigger, Reason.INFLATED_SUMMARY)
     attempt.summary = summary
-    acknowledgement = parts.options.derived.acknowledgement
+    acknowledgement = texts_of(parts, made).acknowledgement
     rebuilt = rebuild(turn.messages, made, summary, acknowledgement, unedited=unedited)
     if rebuilt is None:
         return attempt.failure(parts.trigger, Reason.HISTORY_CHANGED)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import replace
 from typing import Any
 
 from bareagent_compact import dialects
 from bareagent_compact.engine.full.attempt import Attempt
 from bareagent_compact.engine.parts import Parts
+from bareagent_compact.prompts import LanguagePreset
 from bareagent_compact.rebuild import (
     Plan,
     is_own_output,
@@ -23,6 +24,7 @@ from bareagent_compact.rebuild import (
 from bareagent_compact.requests import HookRequest, Outcome, Request
 from bareagent_compact.result import CompactionEvent, CompactionResult, Reason
 from bareagent_compact.trigger import STILL_OVER_GROWTH
+from bareagent_compact.user_turns import fit, section, user_turns
 
 logger = logging.getLogger("bareagent_compact.compactor")
 
@@ -61,11 +63,12 @@ def plan(parts: Parts, messages: Any, attempt: Attempt, limit: int) -> Plan | Co
     source_tokens = count(source)
     try:
         systems = system_copies(head[fixed:])
-        prompt = spec_prompt(source, source_tokens, options)
+        texts = options.derived.texts_for(source)
+        prompt = spec_prompt(source, source_tokens, options, texts)
     except ValueError:
         logger.warning("compaction skipped: history cannot be encoded", exc_info=True)
         return attempt.failure(parts.trigger, Reason.NOT_ENCODABLE)
-    system_prompt = options.derived.system_prompt
+    system_prompt = texts.summary_prompt
     made = Plan(
         snapshot,
         head_end,
@@ -77,8 +80,37 @@ def plan(parts: Parts, messages: Any, attempt: Attempt, limit: int) -> Plan | Co
         prompt,
         fixed,
         sources=sources,
+        texts=texts,
     )
     return _worth_a_call(parts, made, attempt)
+
+
+def texts_of(parts: Parts, made: Plan) -> LanguagePreset:
+    """The texts of the compaction ``made`` plans (its language's)."""
+    return parts.options.derived.texts if made.texts is None else made.texts
+
+
+def text_count(parts: Parts) -> Callable[[str], int]:
+    """The compactor's count of a text, as a user message."""
+    return lambda text: parts.counter.count_live([{"role": "user", "content": text}])
+
+
+def kept_turns(parts: Parts, made: Plan) -> str:
+    """The section of the user's own turns to put after the summary
+    (``keep_user_turns=True``): the newest of the source within their budget, none
+    of those the kept part holds. Empty when off, or when none is left."""
+    options = parts.options
+    budget = options.derived.user_turns_tokens
+    if not options.derived.keep_user_turns or not budget:
+        return ""
+    try:
+        turns = user_turns(made.source, made.snapshot[made.tail_start :])
+        return section(fit(turns, budget, text_count(parts)))
+    except Exception:  # the summary is in hand: the turns are a bonus, never a failure
+        logger.warning(
+            "keeping the user turns failed; the summary is kept without them", exc_info=True
+        )
+        return ""
 
 
 def _dialogue_at(head: list[Any], start: int, end: int) -> tuple[int, ...]:
@@ -88,11 +120,14 @@ def _dialogue_at(head: list[Any], start: int, end: int) -> tuple[int, ...]:
 
 def _worth_a_call(parts: Parts, made: Plan, attempt: Attempt) -> Plan | CompactionResult:
     """``made``, unless (not forced) its source weighs less than the summary prefix
-    and the acknowledgement together: a summary could save at most that little,
+    and the acknowledgement together (and the user turns kept, ``keep_user_turns``): a
+    summary could save at most that little (or lose the user's turns),
     never worth a provider call (told once, then at ``DEBUG``)."""
     if attempt.force:
         return made
-    fixed = summary_block("", (), parts.options.derived.acknowledgement)
+    # With keep_user_turns, the user's turns go into the summary message too: a
+    # source no larger than them could only lose them.
+    fixed = summary_block(kept_turns(parts, made), (), texts_of(parts, made).acknowledgement)
     floor = parts.counter.count_live(fixed)
     if made.source_tokens >= floor:
         return made
@@ -167,7 +202,7 @@ def _with_instructions(parts: Parts, made: Plan, texts: list[str]) -> Plan:
     """The plan whose summary prompt carries the focus instructions, if any."""
     if not texts:
         return made
-    heading = parts.options.derived.instructions_heading
+    heading = texts_of(parts, made).instructions_heading
     system = made.system_prompt + "\n\n" + heading + "\n".join(texts)
     prompt = (
         None if made.prompt is None else [{"role": "system", "content": system}, made.prompt[1]]

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from functools import partial
 from typing import Any
 
 from bareagent_compact.engine.full.answer import read_summary
 from bareagent_compact.engine.full.attempt import Attempt, left_as
+from bareagent_compact.engine.full.plan import text_count, texts_of
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.facts import Facts, Identifier, extract, pinned_with
 from bareagent_compact.identifiers import used_meanwhile
@@ -18,7 +19,7 @@ from bareagent_compact.rebuild import Plan, is_own_output, replacement, summary_
 from bareagent_compact.requests import Outcome, Request, SaveRequest
 from bareagent_compact.server_summary import live_prefix, summarize_on_server
 from bareagent_compact.summarize import Summarized, summarize_source
-from bareagent_compact.user_turns import expanded, fit, section, unrepeated, user_turns
+from bareagent_compact.user_turns import expanded, unrepeated
 
 logger = logging.getLogger("bareagent_compact.compactor")
 
@@ -57,7 +58,7 @@ def summarise(parts: Parts, made: Plan, truncated: int = 0) -> Generator[Request
     summariser's input budget; any failure leaves history intact. A server
     summariser is sent the conversation's own messages instead."""
     options = parts.options
-    derived = options.derived
+    texts = texts_of(parts, made)
     if is_server_summariser(parts.provider):
         systems, prefix = live_prefix(made.snapshot, made.fixed_end)
         return (
@@ -70,10 +71,10 @@ def summarise(parts: Parts, made: Plan, truncated: int = 0) -> Generator[Request
             made.source,
             made.prompt,
             system_prompt=made.system_prompt,
-            base_prompt=derived.system_prompt,
-            lead_in=derived.rolling_lead_in,
+            base_prompt=texts.summary_prompt,
+            lead_in=texts.rolling_lead_in,
             rolling=options.rolling_summaries
-            and is_own_output(made.source[0], derived.acknowledgement),
+            and is_own_output(made.source[0], texts.acknowledgement),
             budget=options.summary_input_tokens,
             count=parts.counter.count_live,
             read=partial(read_summary, truncated=truncated),
@@ -89,17 +90,18 @@ def _pinned(
     after the identifiers the steps taken ``meanwhile`` use that only the
     summarised part held; and how many of those it pins."""
     options = parts.options
-    budget = options.derived.pin_facts_tokens
-    if not budget or not (options.pin_facts or meanwhile):
+    derived = options.derived
+    budget = derived.pin_facts_tokens
+    if not budget or not (derived.pin_facts or meanwhile):
         return "", 0
     try:
         used = _used(made, meanwhile, summary + turns)
-        if not options.pin_facts and not used:
+        if not derived.pin_facts and not used:
             return "", 0
         facts = Facts()
-        if options.pin_facts:
-            facts = extract(expanded(made.source) if options.keep_user_turns else made.source)
-        block, pinned = pinned_with(facts, summary + turns, budget, _text_count(parts), used)
+        if derived.pin_facts:
+            facts = extract(expanded(made.source) if derived.keep_user_turns else made.source)
+        block, pinned = pinned_with(facts, summary + turns, budget, text_count(parts), used)
         return unrepeated(block, turns), pinned
     except Exception:  # the summary is in hand: facts are a bonus, never a failure
         logger.warning("pinning facts failed; the summary is kept without them", exc_info=True)
@@ -126,29 +128,6 @@ def steps_meanwhile(messages: Sequence[Message], made: Plan) -> list[Message]:
         return []
     held = {id(m) for m in made.snapshot}
     return [m for m in messages if id(m) not in held]
-
-
-def kept_turns(parts: Parts, made: Plan) -> str:
-    """The section of the user's own turns to put after the summary
-    (``keep_user_turns=True``): the newest of the source within their budget, none
-    of those the kept part holds. Empty when off, or when none is left."""
-    options = parts.options
-    budget = options.derived.user_turns_tokens
-    if not options.keep_user_turns or not budget:
-        return ""
-    try:
-        turns = user_turns(made.source, made.snapshot[made.tail_start :])
-        return section(fit(turns, budget, _text_count(parts)))
-    except Exception:  # the summary is in hand: the turns are a bonus, never a failure
-        logger.warning(
-            "keeping the user turns failed; the summary is kept without them", exc_info=True
-        )
-        return ""
-
-
-def _text_count(parts: Parts) -> Callable[[str], int]:
-    """The compactor's count of a text, as a user message."""
-    return lambda text: parts.counter.count_live([{"role": "user", "content": text}])
 
 
 def with_pins(
@@ -194,7 +173,7 @@ def inflated(
     it) being longer than the source makes the history bigger: refused, unless
     the call was forced (then kept, with a warning)."""
     force = attempt.force
-    acknowledgement = parts.options.derived.acknowledgement
+    acknowledgement = texts_of(parts, made).acknowledgement
     if isinstance(summary, ServerSummary):
         block = replacement(made, summary, acknowledgement, covered)[: -len(made.kept) or None]
     else:

@@ -63,7 +63,7 @@ def _prune(parts: Parts, turn: Turn) -> Generator[Request, Any, int]:
 
 
 def _clear_thinking(parts: Parts, turn: Turn) -> int:
-    keep_turns = parts.options.clear_thinking_after_turns
+    keep_turns = parts.options.derived.clear_thinking_after_turns
     if keep_turns is None:
         return 0
     plain_messages(turn.messages)
