@@ -77,7 +77,7 @@ def harness_sessions() -> dict[str, list[list[dict[str, Any]]]]:
 
 
 def replay(
-    turns: list[list[dict[str, Any]]], pin: bool, force_at_end: bool
+    turns: list[list[dict[str, Any]]], pin: bool, force_at_end: bool, profile: bool = False
 ) -> tuple[int, int, int, int]:
     """(facts in the sources, facts kept, tokens the pinned blocks added, compactions)."""
     found = kept = added = fulls = 0
@@ -98,8 +98,9 @@ def replay(
             block = summary[summary.index(PINNED_HEADING) :]
             added += estimate_tokens([{"role": "user", "content": block}])
 
+    settings: dict[str, Any] = {"profile": "agent"} if pin and profile else {"pin_facts": pin}
     compactor = Compactor(
-        OfflineSummarizer(), threshold=THRESHOLD, pin_facts=pin, after_compact=after
+        OfflineSummarizer(), threshold=THRESHOLD, after_compact=after, **settings
     )
     messages: list[dict[str, Any]] = []
     for turn in turns:
@@ -114,7 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("bareagent_compact").setLevel(logging.ERROR)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the demo session only")
-    quick = parser.parse_args(argv).quick
+    parser.add_argument(
+        "--profile", action="store_true", help='"with": profile="agent" instead of pin_facts=True'
+    )
+    arguments = parser.parse_args(argv)
+    quick, profile = arguments.quick, arguments.profile
     sessions = {"demo session": demo_turns()}
     if not quick:
         sessions["benchmark history"] = history_turns(_history.build_history())
@@ -129,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         # Later compactions differ once a pinned block is in a summary, so each
         # run's share is of its own sources' facts.
         found, kept_without, _, _ = replay(turns, pin=False, force_at_end=True)
-        found_with, kept_with, added, fulls = replay(turns, pin=True, force_at_end=True)
+        found_with, kept_with, added, fulls = replay(
+            turns, pin=True, force_at_end=True, profile=profile
+        )
         totals = [a + b for a, b in zip(totals, (found, kept_without, found_with, kept_with),
                                         strict=True)]
         blocks += added
