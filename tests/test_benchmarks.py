@@ -81,7 +81,7 @@ def test_background_benchmark_reports_the_call_times_of_both_modes() -> None:
 
 def test_archive_benchmark_compares_per_record_and_batched_archives() -> None:
     done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "bench_archive.py"), "--tokens", "8000",
+        [sys.executable, str(BENCHMARKS / "bench_archive.py"), "--tokens", "16000",
          "--runs", "1", "--repeats", "1", "--json"],
         capture_output=True, text=True, check=True, encoding="utf-8",
     )  # fmt: skip
