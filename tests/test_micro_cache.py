@@ -737,3 +737,16 @@ def test_spec_micro_is_unchanged_by_the_clock_and_cache_ttl() -> None:
     assert plain(messages) == timed(other)
     assert messages == other
     assert clock.calls == 0
+
+
+@pytest.mark.parametrize("convert", [to_chat, to_responses])
+def test_a_cold_cache_clears_everything_due_in_openai_histories_too(convert: Any) -> None:
+    clock = FakeClock()
+    compactor = preset(clock)
+    messages = convert(history(COLD_SIZES))
+    sent(compactor, messages)
+    clock.now += 299.0
+    assert compactor(messages).truncated == 0
+    clock.now += 1.0
+    assert compactor(messages).truncated == 4
+    assert [is_marker(content) for content in result_contents(messages)] == [True] * 4 + [False]
