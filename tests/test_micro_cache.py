@@ -750,3 +750,15 @@ def test_a_cold_cache_clears_everything_due_in_openai_histories_too(convert: Any
     clock.now += 1.0
     assert compactor(messages).truncated == 4
     assert [is_marker(content) for content in result_contents(messages)] == [True] * 4 + [False]
+
+
+def test_a_request_recorded_under_the_spec_policy_leaves_the_time_unknown() -> None:
+    clock = FakeClock()
+    compactor = preset(clock)
+    messages = history(COLD_SIZES)
+    sent(compactor, messages)
+    compactor.micro = "spec"
+    clock.now += 1000.0
+    sent(compactor, messages)  # a recent request the spec policy does not time
+    compactor.micro = "cache-friendly"
+    assert compactor(messages).truncated == 0

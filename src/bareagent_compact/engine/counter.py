@@ -97,9 +97,10 @@ class Counter:
 
     def record(self, view: View, messages: Sequence[Any], tokens: int) -> None:
         """Anchor the count on ``tokens`` reported for a request carrying ``messages``,
-        and note when it was made (read only with a micro policy that waits)."""
-        if not self._options.derived.micro_options.is_spec:
-            self._requested = self._now()
+        and note when it was made (the clock is read only with a micro policy that
+        may wait; otherwise the time is unknown)."""
+        spec = self._options.derived.micro_options.is_spec
+        self._requested = None if spec else self._now()
         if self._ledger is None:
             self._anchor.record(dialects.live_view(messages), tokens)
             return
