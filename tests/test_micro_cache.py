@@ -7,6 +7,8 @@ import asyncio
 import copy
 import json
 import random
+import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -543,3 +545,220 @@ def test_async_compactor_takes_the_same_options_and_decisions(options: dict[str,
     async_messages, async_outcomes = asyncio.run(main())
     assert async_outcomes == sync_outcomes
     assert async_messages == sync_messages
+
+
+# ---------------------------------------------------------------- the cold cache
+
+
+class FakeClock:
+    """A clock of the test's: seconds that pass only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.calls = 0
+
+    def __call__(self) -> float:
+        self.calls += 1
+        return self.now
+
+
+COLD_SIZES = [1500, 3000, 1500, 3000, 500]  # four due, freeing far less than 0.3 x threshold
+
+
+def preset(clock: FakeClock, **options: Any) -> Compactor:
+    return Compactor(never_called, threshold=30_000, micro="cache-friendly", clock=clock, **options)
+
+
+def sent(compactor: Compactor, messages: Messages) -> None:
+    """The loop's model request: the history is sent and its usage recorded."""
+    compactor.record_usage(messages, estimate_tokens(messages))
+
+
+def test_a_warm_cache_keeps_the_preset_batching() -> None:
+    clock = FakeClock()
+    compactor = preset(clock)
+    messages = history(COLD_SIZES)
+    sent(compactor, messages)
+    clock.now += 299.0
+    before = copy.deepcopy(messages)
+    result = compactor(messages)
+    assert result.truncated == 0
+    assert messages == before
+    assert not result.prefix_changed
+
+
+def test_a_cold_cache_clears_everything_due_at_once() -> None:
+    clock = FakeClock()
+    compactor = preset(clock)
+    messages = history(COLD_SIZES)
+    sent(compactor, messages)
+    clock.now += 300.0  # the default lifetime: the prefix is written again anyway
+    result = compactor(messages)
+    assert result.action is Action.MICRO
+    assert result.truncated == 4
+    assert result.prefix_changed
+    contents = result_contents(messages)
+    assert contents[:4] == [f"[truncated: bash result, {size} chars]" for size in COLD_SIZES[:4]]
+    assert contents[4] == "4" * 500  # the newest unit stays whole
+
+
+def test_a_cold_cache_still_leaves_excluded_tools_and_growing_markers_whole() -> None:
+    clock = FakeClock()
+    compactor = preset(clock, exclude_tools=["memory"])
+    messages = history([3000, 3000, 2, 3000], names=["bash", "memory", "bash", "bash"])
+    sent(compactor, messages)
+    clock.now += 301.0
+    result = compactor(messages)
+    assert result.truncated == 1
+    marker = "[truncated: bash result, 3000 chars]"
+    assert result_contents(messages)[:3] == [marker, "1" * 3000, "22"]
+
+
+def test_a_cold_cache_is_judged_from_the_last_recorded_request() -> None:
+    clock = FakeClock()
+    compactor = preset(clock)
+    messages = history(COLD_SIZES)
+    sent(compactor, messages)
+    clock.now += 200.0
+    assert compactor(messages).truncated == 0
+    sent(compactor, messages)  # a new request refreshes the cache
+    clock.now += 200.0
+    assert compactor(messages).truncated == 0
+    clock.now += 100.0
+    assert compactor(messages).truncated == 4
+
+
+def test_without_a_recorded_request_the_preset_batches_as_before() -> None:
+    clock = FakeClock()
+    compactor = preset(clock)
+    messages = history(COLD_SIZES)
+    clock.now += 10_000.0
+    assert compactor(messages).truncated == 0
+
+
+def test_cache_ttl_takes_seconds_or_a_timedelta() -> None:
+    for ttl in (3600, 3600.0, timedelta(hours=1)):
+        clock = FakeClock()
+        compactor = preset(clock, cache_ttl=ttl)
+        assert compactor.cache_ttl == ttl
+        assert compactor.options.derived.cache_ttl == 3600.0
+        messages = history(COLD_SIZES)
+        sent(compactor, messages)
+        clock.now += 3599.0
+        assert compactor(messages).truncated == 0
+        clock.now += 1.0
+        assert compactor(messages).truncated == 4
+
+
+def test_an_infinite_cache_ttl_never_expires() -> None:
+    clock = FakeClock()
+    compactor = preset(clock, cache_ttl=float("inf"))
+    messages = history(COLD_SIZES)
+    sent(compactor, messages)
+    clock.now += 1e12
+    assert compactor(messages).truncated == 0
+
+
+def test_cache_ttl_and_clock_defaults() -> None:
+    compactor = Compactor(never_called)
+    assert compactor.cache_ttl == 300
+    assert compactor.clock is time.monotonic
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [(0, ValueError), (-1, ValueError), (float("nan"), ValueError), ("300", TypeError),
+     (True, TypeError), (None, TypeError)],
+)  # fmt: skip
+def test_cache_ttl_must_be_a_positive_number_of_seconds(value: Any, error: Any) -> None:
+    with pytest.raises(error, match="cache_ttl"):
+        Compactor(never_called, cache_ttl=value)
+    compactor = Compactor(never_called)
+    with pytest.raises(error, match="cache_ttl"):
+        compactor.cache_ttl = value
+    assert compactor.cache_ttl == 300
+    with pytest.raises(ValueError, match="cache_ttl"):
+        Compactor(never_called, cache_ttl=timedelta(0))
+
+
+def test_clock_must_be_callable() -> None:
+    with pytest.raises(TypeError, match="clock"):
+        Compactor(never_called, clock=300)  # type: ignore[arg-type]
+
+
+def test_a_failing_clock_is_logged_and_the_cache_taken_as_warm(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock()
+    compactor = preset(clock)
+    messages = history(COLD_SIZES)
+    sent(compactor, messages)
+
+    def broken() -> float:
+        raise RuntimeError("no time")
+
+    compactor.options = compactor.options.replace(clock=broken)
+    sent(compactor, messages)
+    with caplog.at_level("WARNING"):
+        assert compactor(messages).truncated == 0
+    assert "clock" in caplog.text
+    compactor.clock = lambda: "soon"  # type: ignore[assignment, return-value]
+    sent(compactor, messages)
+    assert compactor(messages).truncated == 0
+
+
+def test_the_async_compactor_clears_a_cold_cache_too() -> None:
+    clock = FakeClock()
+
+    async def main() -> list[int]:
+        compactor = AsyncCompactor(
+            RecordingProvider(), threshold=30_000, micro="cache-friendly", clock=clock
+        )
+        messages = history(COLD_SIZES)
+        compactor.record_usage(messages, estimate_tokens(messages))
+        clock.now += 299.0
+        warm = (await compactor(messages)).truncated
+        clock.now += 1.0
+        cold = (await compactor(messages)).truncated
+        return [warm, cold]
+
+    assert asyncio.run(main()) == [0, 4]
+
+
+def test_spec_micro_is_unchanged_by_the_clock_and_cache_ttl() -> None:
+    clock = FakeClock()
+    plain = Compactor(never_called, threshold=BIG)
+    timed = Compactor(never_called, threshold=BIG, clock=clock, cache_ttl=1)
+    messages = history([1, 2, 40, 300, 5, 6, 7])
+    other = copy.deepcopy(messages)
+    for compactor, history_ in ((plain, messages), (timed, other)):
+        sent(compactor, history_)
+    clock.now += 10_000.0
+    assert plain(messages) == timed(other)
+    assert messages == other
+    assert clock.calls == 0
+
+
+@pytest.mark.parametrize("convert", [to_chat, to_responses])
+def test_a_cold_cache_clears_everything_due_in_openai_histories_too(convert: Any) -> None:
+    clock = FakeClock()
+    compactor = preset(clock)
+    messages = convert(history(COLD_SIZES))
+    sent(compactor, messages)
+    clock.now += 299.0
+    assert compactor(messages).truncated == 0
+    clock.now += 1.0
+    assert compactor(messages).truncated == 4
+    assert [is_marker(content) for content in result_contents(messages)] == [True] * 4 + [False]
+
+
+def test_a_request_recorded_under_the_spec_policy_leaves_the_time_unknown() -> None:
+    clock = FakeClock()
+    compactor = preset(clock)
+    messages = history(COLD_SIZES)
+    sent(compactor, messages)
+    compactor.micro = "spec"
+    clock.now += 1000.0
+    sent(compactor, messages)  # a recent request the spec policy does not time
+    compactor.micro = "cache-friendly"
+    assert compactor(messages).truncated == 0

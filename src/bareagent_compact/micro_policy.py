@@ -7,6 +7,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Final, NamedTuple
 
 from bareagent_compact.micro import DEFAULT_KEEP_RECENT, Due, check_keep_recent
@@ -122,6 +123,31 @@ the threshold (values chosen by measurement, see ``docs/performance.md``)."""
 PRESETS: Final = {policy.name: policy for policy in (SPEC, CACHE_FRIENDLY)}
 """The policies ``micro=`` may name; a new preset is one more entry."""
 
+DEFAULT_CACHE_TTL: Final = 300
+"""``cache_ttl``: the prompt cache's lifetime in seconds (Anthropic's default, 5
+minutes). Once that long has passed since the last recorded request, a policy
+that holds results back clears everything due at once (see :func:`select_micro`)."""
+
+
+def check_cache_ttl(cache_ttl: object) -> float:
+    """``cache_ttl`` in seconds: a number or a :class:`~datetime.timedelta`, greater
+    than 0 (``math.inf``: never cold); else ``TypeError`` / ``ValueError``."""
+    if isinstance(cache_ttl, timedelta):
+        seconds = cache_ttl.total_seconds()
+    elif isinstance(cache_ttl, bool) or not isinstance(cache_ttl, int | float):
+        raise TypeError(
+            f"cache_ttl must be seconds (an int or float) or a timedelta, got "
+            f"{type(cache_ttl).__name__}"
+        )
+    else:
+        try:
+            seconds = float(cache_ttl)
+        except OverflowError:  # an int past the largest float
+            seconds = float("inf")
+    if not seconds > 0:  # NaN fails this too
+        raise ValueError(f"cache_ttl must be more than 0 seconds, got {cache_ttl!r}")
+    return seconds
+
 
 def check_exclude_tools(exclude_tools: object) -> frozenset[str]:
     """Validate ``exclude_tools``: a collection of tool names (``str``), not one ``str``."""
@@ -191,8 +217,9 @@ def select_micro(
     marker would not shrink, are left whole. With ``clear_at_least`` it is all of
     the rest or none: all when together they free at least that many estimated
     tokens or when ``must_clear()`` says so (the history is over the threshold,
-    or a full compaction is forced), so the prefix of the history changes rarely
-    and in one go. With ``short_over_threshold``, when ``must_clear()`` says so the
+    a full compaction is forced, or the prompt cache has expired: the prefix is
+    written again anyway), so the prefix of the history changes rarely and in
+    one go. With ``short_over_threshold``, when ``must_clear()`` says so the
     short results go too (all but those a marker would not shrink).
     """
     if options.short_over_threshold and planned:

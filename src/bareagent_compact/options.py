@@ -13,12 +13,21 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Final
 
 from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS, pin_budget
-from bareagent_compact.micro_policy import MICRO_SPEC, MicroOptions, MicroPolicy, resolve_micro
+from bareagent_compact.micro_policy import (
+    DEFAULT_CACHE_TTL,
+    MICRO_SPEC,
+    MicroOptions,
+    MicroPolicy,
+    check_cache_ttl,
+    resolve_micro,
+)
 from bareagent_compact.oversize import (
     DEFAULT_MAX_MESSAGE_TOKENS,
     check_max_message_tokens,
@@ -192,6 +201,8 @@ class Derived:
     auto_texts: tuple[LanguagePreset, ...] = ()
     """With ``language="auto"``: the texts of each language, by :data:`LANGUAGES`
     order (custom texts in place); else empty."""
+    cache_ttl: float = float(DEFAULT_CACHE_TTL)
+    """``cache_ttl`` in seconds."""
 
     @property
     def texts(self) -> LanguagePreset:
@@ -280,6 +291,8 @@ def _check_values(options: Options) -> None:
     if options.clear_thinking_after_turns is not None:
         check_int("clear_thinking_after_turns", options.clear_thinking_after_turns)
     resolve_profile(options.profile)
+    check_cache_ttl(options.cache_ttl)
+    _check_callable("clock", options.clock, optional=False)
 
 
 def _language(options: Options, profile: Profile | None) -> str:
@@ -372,6 +385,7 @@ def derive(options: Options) -> Derived:
         _flag(options.keep_user_turns, profile, "keep_user_turns"),
         _thinking(options, profile),
         every,
+        check_cache_ttl(options.cache_ttl),
     )
 
 
@@ -416,6 +430,8 @@ class Options:
     keep_user_turns: bool | None = None
     user_turns_tokens: int = DEFAULT_USER_TURNS_TOKENS
     profile: str | Profile | None = None
+    cache_ttl: float | timedelta = DEFAULT_CACHE_TTL
+    clock: Callable[[], float] = time.monotonic
     derived: Derived = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

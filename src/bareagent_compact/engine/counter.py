@@ -4,11 +4,14 @@ count anchored on the usage the API reports.
 Without a ``token_counter`` of the caller's, the history's count is anchored on
 the reported usage by a :class:`~bareagent_compact.ledger.UsageLedger`; with
 one, on the last report only (:class:`~bareagent_compact.anchor.ReportedCount`).
+Each report also notes the time of the request (by the ``clock`` option), from
+which :meth:`Counter.cache_cold` tells whether the prompt cache has expired.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -29,17 +32,21 @@ _DICTS: Final = frozenset((dict,))
 class Counter:
     """Counts messages, and the history as the trigger compares it."""
 
-    __slots__ = ("_anchor", "_ledger", "_options")
+    __slots__ = ("_anchor", "_ledger", "_options", "_requested")
 
     def __init__(self, options: Options) -> None:
         self._options = options
         self._anchor = ReportedCount()
         self._ledger: UsageLedger | None = None
+        self._requested: float | None = None  # by the clock, at the last report
         self.reset()
 
     def configure(self, options: Options) -> None:
-        """Count with ``options`` from now on (a new counter starts counting anew)."""
+        """Count with ``options`` from now on (a new counter starts counting anew;
+        a time read on another clock is forgotten)."""
         custom = self._options.derived.custom_counter
+        if options.clock is not self._options.clock:
+            self._requested = None
         self._options = options
         if options.derived.custom_counter != custom:
             self.reset()
@@ -89,7 +96,11 @@ class Counter:
         return ledger.count(list(live), view.history.copies if synced else None)
 
     def record(self, view: View, messages: Sequence[Any], tokens: int) -> None:
-        """Anchor the count on ``tokens`` reported for a request carrying ``messages``."""
+        """Anchor the count on ``tokens`` reported for a request carrying ``messages``,
+        and note when it was made (the clock is read only with a micro policy that
+        may wait; otherwise the time is unknown)."""
+        spec = self._options.derived.micro_options.is_spec
+        self._requested = None if spec else self._now()
         if self._ledger is None:
             self._anchor.record(dialects.live_view(messages), tokens)
             return
@@ -102,6 +113,35 @@ class Counter:
         # The history as the last call left it: the ledger shares the cache's copies.
         shared = copies if index is not None and index <= 0 and live == copies else None
         self._ledger.record(live, tokens, shared)
+
+    def may_go_cold(self) -> bool:
+        """Whether the prompt cache can expire with time alone: a request was
+        recorded, and ``cache_ttl`` is finite."""
+        return self._requested is not None and math.isfinite(self._options.derived.cache_ttl)
+
+    def cache_cold(self) -> bool:
+        """Whether the prompt cache has expired: a request was recorded, and
+        ``cache_ttl`` seconds or more have passed since it by ``clock``. Unknown
+        (no request recorded, or a clock that fails) is warm."""
+        if self._requested is None:
+            return False
+        now = self._now()
+        return now is not None and now - self._requested >= self._options.derived.cache_ttl
+
+    def _now(self) -> float | None:
+        """The clock's time; ``None``, with a warning, when it fails."""
+        try:
+            now = self._options.clock()
+        except Exception:
+            logger.warning("clock failed; the prompt cache is taken as warm", exc_info=True)
+            return None
+        if isinstance(now, bool) or not isinstance(now, int | float):
+            logger.warning(
+                "clock returned %s, not a number; the prompt cache is taken as warm",
+                type(now).__name__,
+            )
+            return None
+        return float(now)
 
     def idle_safe(self) -> bool:
         """Whether a call that changed nothing may be answered by counting alone

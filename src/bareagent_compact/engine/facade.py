@@ -8,8 +8,10 @@ requests the driver answers (plain calls, or ``await``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, MutableSequence, Sequence
+import time
+from collections.abc import Callable, Iterable, MutableSequence, Sequence
 from dataclasses import fields
+from datetime import timedelta
 from typing import Any, Final, Generic, TypeVar, cast, overload
 
 from bareagent_compact.engine import step
@@ -19,7 +21,7 @@ from bareagent_compact.engine.parts import Parts
 from bareagent_compact.engine.ports import Ports
 from bareagent_compact.facts import DEFAULT_PIN_FACTS_TOKENS
 from bareagent_compact.micro import undo_micro
-from bareagent_compact.micro_policy import MICRO_SPEC, MicroOptions, MicroPolicy
+from bareagent_compact.micro_policy import DEFAULT_CACHE_TTL, MICRO_SPEC, MicroOptions, MicroPolicy
 from bareagent_compact.options import (
     DEFAULT_LANGUAGE,
     OPTION_NAMES,
@@ -182,6 +184,8 @@ class Engine(Generic[ProviderT]):
     keep_user_turns = _Option[bool, bool | None](derived=True)
     user_turns_tokens = _Option[int, int](derived=True)
     profile = _Option[str | Profile | None, str | Profile | None]()
+    cache_ttl = _Option[float | timedelta, float | timedelta]()
+    clock = _Option[Callable[[], float], Callable[[], float]]()
 
     def __init__(
         self,
@@ -217,6 +221,8 @@ class Engine(Generic[ProviderT]):
         keep_user_turns: bool | None = None,
         user_turns_tokens: int = DEFAULT_USER_TURNS_TOKENS,
         profile: str | Profile | None = None,
+        cache_ttl: float | timedelta = DEFAULT_CACHE_TTL,
+        clock: Callable[[], float] = time.monotonic,
         options: Options | None = None,
     ) -> None:
         check_provider(provider)

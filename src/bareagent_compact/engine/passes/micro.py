@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Generator
 from functools import partial
 from typing import Any
@@ -22,6 +23,8 @@ from bareagent_compact.plain import plain_messages
 from bareagent_compact.recall import with_handles
 from bareagent_compact.requests import ArchiveRequest, Request
 from bareagent_compact.validate import validate_messages
+
+logger = logging.getLogger(__name__)
 
 
 def trust_scan(parts: Parts, turn: Turn) -> None:
@@ -66,15 +69,13 @@ def run(parts: Parts, turn: Turn) -> Generator[Request, Any, Undo]:
     policy = options.derived.micro_options
     if planned and not policy.is_spec:
         # Over the threshold (or forced) everything eligible is cleared before
-        # the full compaction is decided on.
-        planned = select_micro(
-            planned,
-            policy,
-            lambda: turn.force
-            or parts.counter.history(parts.view, turn, cached) > options.threshold,
-        )
+        # the full compaction is decided on; with the cache expired too, since
+        # the prefix is written again anyway.
+        planned = select_micro(planned, policy, partial(_must_clear, parts, turn, cached))
     if not planned:
         scan.settle(not due)
+        if due and parts.counter.may_go_cold():
+            turn.touched = True  # held back: a call again may find the cache expired
         return []
     keep = None
     if parts.ports.archive is not None:
@@ -90,6 +91,17 @@ def run(parts: Parts, turn: Turn) -> Generator[Request, Any, Undo]:
     if len(undo) < due:
         turn.touched = True  # a call again might truncate more
     return undo
+
+
+def _must_clear(parts: Parts, turn: Turn, cached: bool) -> bool:
+    """Whether a policy that holds results back clears everything due now: forced,
+    the prompt cache expired, or the history over the threshold."""
+    if turn.force:
+        return True
+    if parts.counter.cache_cold():
+        logger.debug("the prompt cache has expired: clearing every result due")
+        return True
+    return parts.counter.history(parts.view, turn, cached) > parts.options.threshold
 
 
 def _archive_due(
