@@ -192,6 +192,9 @@ class Derived:
     auto_texts: tuple[LanguagePreset, ...] = ()
     """With ``language="auto"``: the texts of each language, by :data:`LANGUAGES`
     order (custom texts in place); else empty."""
+    threshold: int = DEFAULT_THRESHOLD
+    """The absolute threshold in force: ``threshold`` as given (an ``int``), or, a
+    ``float``, that share of ``context_window`` (a :class:`RuleValue`)."""
 
     @property
     def texts(self) -> LanguagePreset:
@@ -238,9 +241,49 @@ def check_background_at(value: object) -> float | None:
     return float(value)
 
 
-def _background_tokens(options: Options) -> int | None:
+def _background_tokens(options: Options, threshold: int) -> int | None:
     share = options.background_at
-    return None if share is None else math.floor(share * options.threshold)
+    return None if share is None else math.floor(share * threshold)
+
+
+def _check_window(window: object) -> int | None:
+    """``context_window``: ``None`` or an ``int >= 1``."""
+    if window is None:
+        return None
+    return check_int("context_window", window, 1)
+
+
+def threshold_tokens(threshold: object, window: object) -> int:
+    """The absolute threshold in force: an ``int`` as given (at most
+    ``context_window`` when that is given), or a ``float`` in ``(0, 1]`` as that
+    share of ``context_window`` (``floor``, at least 1 token); else ``TypeError`` /
+    ``ValueError``."""
+    window = _check_window(window)
+    if isinstance(threshold, float):
+        if not 0 < threshold <= 1:  # NaN fails this too
+            raise ValueError(
+                "threshold as a float is a share of context_window, in (0, 1]; give an "
+                f"absolute count as an int, got {threshold!r}"
+            )
+        if window is None:
+            raise ValueError(
+                f"threshold={threshold!r} is a share of the context window: give "
+                "context_window=N (tokens), or an absolute threshold as an int"
+            )
+        tokens = math.floor(threshold * window)
+        if tokens < 1:
+            raise ValueError(
+                f"threshold={threshold!r} of context_window={window} is less than one token"
+            )
+        return tokens
+    threshold = check_int("threshold", threshold)
+    if window is not None and threshold > window:
+        raise ValueError(
+            f"threshold={threshold} is over context_window={window}: the requests would "
+            "be refused before any compaction (give threshold= at most the window, or a "
+            "share of it such as 0.8)"
+        )
+    return threshold
 
 
 def check_provider(provider: object) -> None:
@@ -267,7 +310,7 @@ def _check_values(options: Options) -> None:
             f"{type(manager).__name__}"
         )
     _check_texts(options)
-    check_int("threshold", options.threshold)
+    threshold_tokens(options.threshold, options.context_window)
     check_int("summary_input_tokens", options.summary_input_tokens, MIN_BUDGET)
     check_int("pin_facts_tokens", options.pin_facts_tokens)
     check_int("keep_tail_tokens", options.keep_tail_tokens)
@@ -326,9 +369,10 @@ def _thinking(options: Options, profile: Profile | None) -> int | None:
 def derive(options: Options) -> Derived:
     """Check ``options`` and compute everything that follows from them (the one place)."""
     _check_values(options)
+    threshold = threshold_tokens(options.threshold, options.context_window)
     keep_recent, micro_options = resolve_micro(
         options.micro,
-        options.threshold,
+        threshold,
         keep_recent=options.keep_recent,
         min_chars=options.micro_min_chars,
         exclude_tools=options.exclude_tools,
@@ -355,16 +399,16 @@ def derive(options: Options) -> Derived:
         estimate_tokens if counter is None else counter,
         counter is not None,
         _ruled(
-            pin_budget(options.pin_facts_tokens, options.threshold),
+            pin_budget(options.pin_facts_tokens, threshold),
             options.pin_facts_tokens is DEFAULT_PIN_FACTS_TOKENS,
         ),
         _ruled_limit(
-            message_limit(options.max_message_tokens, options.threshold),
+            message_limit(options.max_message_tokens, threshold),
             options.max_message_tokens is DEFAULT_MAX_MESSAGE_TOKENS,
         ),
-        _background_tokens(options),
+        _background_tokens(options, threshold),
         _ruled(
-            turns_budget(options.user_turns_tokens, options.threshold),
+            turns_budget(options.user_turns_tokens, threshold),
             options.user_turns_tokens is DEFAULT_USER_TURNS_TOKENS,
         ),
         language,
@@ -372,6 +416,7 @@ def derive(options: Options) -> Derived:
         _flag(options.keep_user_turns, profile, "keep_user_turns"),
         _thinking(options, profile),
         every,
+        _ruled(threshold, isinstance(options.threshold, float)),
     )
 
 
@@ -388,7 +433,7 @@ class Options:
     ``frozenset``."""
 
     transcript_mgr: Any = None
-    threshold: int = DEFAULT_THRESHOLD
+    threshold: int | float = DEFAULT_THRESHOLD
     keep_recent: int | None = None
     system_prompt: str | None = None
     acknowledgement: str | None = None
@@ -416,6 +461,7 @@ class Options:
     keep_user_turns: bool | None = None
     user_turns_tokens: int = DEFAULT_USER_TURNS_TOKENS
     profile: str | Profile | None = None
+    context_window: int | None = None
     derived: Derived = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -154,7 +154,7 @@ class Engine(Generic[ProviderT]):
     """
 
     transcript_mgr = _Option[TranscriptManager | None, TranscriptManager | None]()
-    threshold = _Option[int, int]()
+    threshold = _Option[int, int | float](derived=True)
     keep_recent = _Option[int, int | None](derived=True)
     system_prompt = _Option[str, str | None](derived=True)
     acknowledgement = _Option[str, str | None](derived=True)
@@ -182,12 +182,13 @@ class Engine(Generic[ProviderT]):
     keep_user_turns = _Option[bool, bool | None](derived=True)
     user_turns_tokens = _Option[int, int](derived=True)
     profile = _Option[str | Profile | None, str | Profile | None]()
+    context_window = _Option[int | None, int | None]()
 
     def __init__(
         self,
         provider: ProviderT,
         transcript_mgr: TranscriptManager | None = None,
-        threshold: int = DEFAULT_THRESHOLD,
+        threshold: int | float = DEFAULT_THRESHOLD,
         session_id: str = "default",
         *,
         keep_recent: int | None = None,
@@ -217,6 +218,7 @@ class Engine(Generic[ProviderT]):
         keep_user_turns: bool | None = None,
         user_turns_tokens: int = DEFAULT_USER_TURNS_TOKENS,
         profile: str | Profile | None = None,
+        context_window: int | None = None,
         options: Options | None = None,
     ) -> None:
         check_provider(provider)

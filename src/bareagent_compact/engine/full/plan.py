@@ -152,7 +152,7 @@ def held(parts: Parts, made: Plan, tokens: int) -> Reason | None:
         return Reason.BACKING_OFF
     if not trigger.still_over:
         return None
-    threshold = parts.options.threshold
+    threshold = parts.options.derived.threshold
     acknowledgement = parts.options.derived.acknowledgement
     own = [m for m in made.source if is_own_output(m, acknowledgement)]
     new = made.source_tokens - (parts.counter.count_live(own) if own else 0)
@@ -183,7 +183,7 @@ def consult(
         event = CompactionEvent(
             trigger="manual" if attempt.force else "auto",
             tokens=attempt.tokens,
-            threshold=options.threshold,
+            threshold=options.derived.threshold,
             source_messages=len(made.source),
             source_tokens=made.source_tokens,
             session_id=parts.session_id,

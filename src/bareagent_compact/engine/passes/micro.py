@@ -71,7 +71,7 @@ def run(parts: Parts, turn: Turn) -> Generator[Request, Any, Undo]:
             planned,
             policy,
             lambda: turn.force
-            or parts.counter.history(parts.view, turn, cached) > options.threshold,
+            or parts.counter.history(parts.view, turn, cached) > options.derived.threshold,
         )
     if not planned:
         scan.settle(not due)
