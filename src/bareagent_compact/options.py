@@ -286,6 +286,18 @@ def threshold_tokens(threshold: object, window: object) -> int:
     return threshold
 
 
+SUMMARY_CONTENTS: Final = ("str", "auto", "blocks")
+"""What ``summary_content`` takes: ``"str"`` (the specification's), ``"auto"``
+(text blocks when the history's messages hold lists of blocks), ``"blocks"``."""
+
+
+def _check_summary_content(value: object) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"summary_content must be a str, got {type(value).__name__}")
+    if value not in SUMMARY_CONTENTS:
+        raise ValueError(f"summary_content must be one of {list(SUMMARY_CONTENTS)}, got {value!r}")
+
+
 def check_provider(provider: object) -> None:
     """The summarising model must be callable."""
     _check_callable("provider", provider, optional=False)
@@ -323,6 +335,7 @@ def _check_values(options: Options) -> None:
     if options.clear_thinking_after_turns is not None:
         check_int("clear_thinking_after_turns", options.clear_thinking_after_turns)
     resolve_profile(options.profile)
+    _check_summary_content(options.summary_content)
 
 
 def _language(options: Options, profile: Profile | None) -> str:
@@ -462,6 +475,7 @@ class Options:
     user_turns_tokens: int = DEFAULT_USER_TURNS_TOKENS
     profile: str | Profile | None = None
     context_window: int | None = None
+    summary_content: str = "str"
     derived: Derived = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -183,6 +183,7 @@ class Engine(Generic[ProviderT]):
     user_turns_tokens = _Option[int, int](derived=True)
     profile = _Option[str | Profile | None, str | Profile | None]()
     context_window = _Option[int | None, int | None]()
+    summary_content = _Option[str, str]()
 
     def __init__(
         self,
@@ -219,6 +220,7 @@ class Engine(Generic[ProviderT]):
         user_turns_tokens: int = DEFAULT_USER_TURNS_TOKENS,
         profile: str | Profile | None = None,
         context_window: int | None = None,
+        summary_content: str = "str",
         options: Options | None = None,
     ) -> None:
         check_provider(provider)
