@@ -90,6 +90,24 @@ _RESPONSES_PARTS: Final = frozenset({"input_text", "output_text", "input_image",
 """Content part types only Responses input uses."""
 
 
+def _has_parts(content: list[Any]) -> bool:
+    """Whether a content list holds a part only Responses input uses."""
+    return any(isinstance(b, dict) and b.get("type") in _RESPONSES_PARTS for b in content)
+
+
+def _read_shape(message: Any) -> tuple[bool, bool]:
+    """Whether ``message`` has a list of blocks as its content, and whether it is
+    Responses input (an item of its own, a ``message`` item, or its parts)."""
+    if not isinstance(message, dict) or dialects.is_system(message):
+        return False, False
+    if dialects.typed_item(message) is not None:
+        return False, dialects.dialect_of(message).name == "openai_responses"
+    content = message.get("content")
+    if not isinstance(content, list):
+        return False, message.get("type") == dialects.MESSAGE_TYPE
+    return True, message.get("type") == dialects.MESSAGE_TYPE or _has_parts(content)
+
+
 def content_shape(setting: str, messages: Sequence[Any]) -> str:
     """The shape of the summary and acknowledgement in a history of ``messages``:
     ``"str"``; ``"text"`` blocks (Anthropic, Chat); or ``"responses"`` parts
@@ -98,24 +116,10 @@ def content_shape(setting: str, messages: Sequence[Any]) -> str:
     a message other than a system message has a list of blocks as its content."""
     if setting == "str":
         return "str"
-    blocks = responses = False
-    for message in messages:
-        if not isinstance(message, dict) or dialects.is_system(message):
-            continue
-        if dialects.typed_item(message) is not None:
-            responses = responses or dialects.dialect_of(message).name == "openai_responses"
-            continue
-        content = message.get("content")
-        responses = responses or message.get("type") == dialects.MESSAGE_TYPE
-        if isinstance(content, list):
-            blocks = True
-            responses = responses or any(
-                isinstance(block, dict) and block.get("type") in _RESPONSES_PARTS
-                for block in content
-            )
-    if setting == "auto" and not blocks:
+    shapes = [_read_shape(message) for message in messages]
+    if setting == "auto" and not any(blocks for blocks, _ in shapes):
         return "str"
-    return "responses" if responses else "text"
+    return "responses" if any(responses for _, responses in shapes) else "text"
 
 
 def _shaped(role: str, text: str, shape: str) -> Message:
