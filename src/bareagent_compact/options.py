@@ -42,7 +42,7 @@ from bareagent_compact.serialize import _plain_dicts, render_message, tool_names
 from bareagent_compact.summarize import DEFAULT_SUMMARY_INPUT_TOKENS, MIN_BUDGET, check_budget
 from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.user_turns import DEFAULT_USER_TURNS_TOKENS, turns_budget
-from bareagent_compact.validate import check_int
+from bareagent_compact.validate import check_int, check_summary_content, threshold_tokens
 
 
 class _DefaultLanguage(str):
@@ -246,58 +246,6 @@ def _background_tokens(options: Options, threshold: int) -> int | None:
     return None if share is None else math.floor(share * threshold)
 
 
-def _check_window(window: object) -> int | None:
-    """``context_window``: ``None`` or an ``int >= 1``."""
-    if window is None:
-        return None
-    return check_int("context_window", window, 1)
-
-
-def threshold_tokens(threshold: object, window: object) -> int:
-    """The absolute threshold in force: an ``int`` as given (at most
-    ``context_window`` when that is given), or a ``float`` in ``(0, 1]`` as that
-    share of ``context_window`` (``floor``, at least 1 token); else ``TypeError`` /
-    ``ValueError``."""
-    window = _check_window(window)
-    if isinstance(threshold, float):
-        if not 0 < threshold <= 1:  # NaN fails this too
-            raise ValueError(
-                "threshold as a float is a share of context_window, in (0, 1]; give an "
-                f"absolute count as an int, got {threshold!r}"
-            )
-        if window is None:
-            raise ValueError(
-                f"threshold={threshold!r} is a share of the context window: give "
-                "context_window=N (tokens), or an absolute threshold as an int"
-            )
-        tokens = math.floor(threshold * window)
-        if tokens < 1:
-            raise ValueError(
-                f"threshold={threshold!r} of context_window={window} is less than one token"
-            )
-        return tokens
-    threshold = check_int("threshold", threshold)
-    if window is not None and threshold > window:
-        raise ValueError(
-            f"threshold={threshold} is over context_window={window}: the requests would "
-            "be refused before any compaction (give threshold= at most the window, or a "
-            "share of it such as 0.8)"
-        )
-    return threshold
-
-
-SUMMARY_CONTENTS: Final = ("str", "auto", "blocks")
-"""What ``summary_content`` takes: ``"str"`` (the specification's), ``"auto"``
-(text blocks when the history's messages hold lists of blocks), ``"blocks"``."""
-
-
-def _check_summary_content(value: object) -> None:
-    if not isinstance(value, str):
-        raise TypeError(f"summary_content must be a str, got {type(value).__name__}")
-    if value not in SUMMARY_CONTENTS:
-        raise ValueError(f"summary_content must be one of {list(SUMMARY_CONTENTS)}, got {value!r}")
-
-
 def check_provider(provider: object) -> None:
     """The summarising model must be callable."""
     _check_callable("provider", provider, optional=False)
@@ -335,7 +283,7 @@ def _check_values(options: Options) -> None:
     if options.clear_thinking_after_turns is not None:
         check_int("clear_thinking_after_turns", options.clear_thinking_after_turns)
     resolve_profile(options.profile)
-    _check_summary_content(options.summary_content)
+    check_summary_content(options.summary_content)
 
 
 def _language(options: Options, profile: Profile | None) -> str:
