@@ -26,7 +26,7 @@ from typing import Final
 
 from bareagent_compact import dialects, instructions
 from bareagent_compact.instructions import Instruction
-from bareagent_compact.prompts import SUMMARY_PREFIX, framing_for
+from bareagent_compact.prompts import SUMMARY_PREFIX, framing_for, own_text
 from bareagent_compact.protocols import Message
 from bareagent_compact.serialize import render_content, render_message, tool_names
 
@@ -146,8 +146,8 @@ def _error_line(value: str) -> str:
 
 def _split_pinned(message: Message) -> tuple[Message, list[str]]:
     """A previous summary message without its pinned block, and that block's lines."""
-    content = message.get("content")
-    if dialects.kind(message) is not dialects.Kind.USER or not isinstance(content, str):
+    content = own_text(message.get("content"))
+    if dialects.kind(message) is not dialects.Kind.USER or content is None:
         return message, []
     if not content.startswith(SUMMARY_PREFIX) or _PINNED_START not in content:
         return message, []

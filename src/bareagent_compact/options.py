@@ -51,7 +51,7 @@ from bareagent_compact.serialize import _plain_dicts, render_message, tool_names
 from bareagent_compact.summarize import DEFAULT_SUMMARY_INPUT_TOKENS, MIN_BUDGET, check_budget
 from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.user_turns import DEFAULT_USER_TURNS_TOKENS, turns_budget
-from bareagent_compact.validate import check_int
+from bareagent_compact.validate import check_int, check_summary_content, threshold_tokens
 
 
 class _DefaultLanguage(str):
@@ -203,6 +203,9 @@ class Derived:
     order (custom texts in place); else empty."""
     cache_ttl: float = float(DEFAULT_CACHE_TTL)
     """``cache_ttl`` in seconds."""
+    threshold: int = DEFAULT_THRESHOLD
+    """The absolute threshold in force: ``threshold`` as given (an ``int``), or, a
+    ``float``, that share of ``context_window`` (a :class:`RuleValue`)."""
 
     @property
     def texts(self) -> LanguagePreset:
@@ -249,9 +252,9 @@ def check_background_at(value: object) -> float | None:
     return float(value)
 
 
-def _background_tokens(options: Options) -> int | None:
+def _background_tokens(options: Options, threshold: int) -> int | None:
     share = options.background_at
-    return None if share is None else math.floor(share * options.threshold)
+    return None if share is None else math.floor(share * threshold)
 
 
 def check_provider(provider: object) -> None:
@@ -278,7 +281,7 @@ def _check_values(options: Options) -> None:
             f"{type(manager).__name__}"
         )
     _check_texts(options)
-    check_int("threshold", options.threshold)
+    threshold_tokens(options.threshold, options.context_window)
     check_int("summary_input_tokens", options.summary_input_tokens, MIN_BUDGET)
     check_int("pin_facts_tokens", options.pin_facts_tokens)
     check_int("keep_tail_tokens", options.keep_tail_tokens)
@@ -293,6 +296,7 @@ def _check_values(options: Options) -> None:
     resolve_profile(options.profile)
     check_cache_ttl(options.cache_ttl)
     _check_callable("clock", options.clock, optional=False)
+    check_summary_content(options.summary_content)
 
 
 def _language(options: Options, profile: Profile | None) -> str:
@@ -339,9 +343,10 @@ def _thinking(options: Options, profile: Profile | None) -> int | None:
 def derive(options: Options) -> Derived:
     """Check ``options`` and compute everything that follows from them (the one place)."""
     _check_values(options)
+    threshold = threshold_tokens(options.threshold, options.context_window)
     keep_recent, micro_options = resolve_micro(
         options.micro,
-        options.threshold,
+        threshold,
         keep_recent=options.keep_recent,
         min_chars=options.micro_min_chars,
         exclude_tools=options.exclude_tools,
@@ -368,16 +373,16 @@ def derive(options: Options) -> Derived:
         estimate_tokens if counter is None else counter,
         counter is not None,
         _ruled(
-            pin_budget(options.pin_facts_tokens, options.threshold),
+            pin_budget(options.pin_facts_tokens, threshold),
             options.pin_facts_tokens is DEFAULT_PIN_FACTS_TOKENS,
         ),
         _ruled_limit(
-            message_limit(options.max_message_tokens, options.threshold),
+            message_limit(options.max_message_tokens, threshold),
             options.max_message_tokens is DEFAULT_MAX_MESSAGE_TOKENS,
         ),
-        _background_tokens(options),
+        _background_tokens(options, threshold),
         _ruled(
-            turns_budget(options.user_turns_tokens, options.threshold),
+            turns_budget(options.user_turns_tokens, threshold),
             options.user_turns_tokens is DEFAULT_USER_TURNS_TOKENS,
         ),
         language,
@@ -386,6 +391,7 @@ def derive(options: Options) -> Derived:
         _thinking(options, profile),
         every,
         check_cache_ttl(options.cache_ttl),
+        _ruled(threshold, isinstance(options.threshold, float)),
     )
 
 
@@ -402,7 +408,7 @@ class Options:
     ``frozenset``."""
 
     transcript_mgr: Any = None
-    threshold: int = DEFAULT_THRESHOLD
+    threshold: int | float = DEFAULT_THRESHOLD
     keep_recent: int | None = None
     system_prompt: str | None = None
     acknowledgement: str | None = None
@@ -432,6 +438,8 @@ class Options:
     profile: str | Profile | None = None
     cache_ttl: float | timedelta = DEFAULT_CACHE_TTL
     clock: Callable[[], float] = time.monotonic
+    context_window: int | None = None
+    summary_content: str = "str"
     derived: Derived = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

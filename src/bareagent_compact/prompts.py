@@ -26,6 +26,25 @@ constraints, important paths and the context needed to continue (SPEC 11.2 step
 SUMMARY_PREFIX: Final = "[Context Compressed]\n"
 """Prefix of the user message that carries the summary in the rebuilt history."""
 
+TEXT_BLOCK_TYPES: Final = frozenset({"text", "input_text", "output_text"})
+"""The text block types the summary and the acknowledgement may be written as
+(``summary_content``): Anthropic and Chat ``text``, Responses ``input_text`` and
+``output_text``."""
+
+
+def own_text(content: object) -> str | None:
+    """The text of a summary or acknowledgement message's ``content`` as the library
+    writes it: a ``str``, or one text block (``summary_content``); ``None`` for any
+    other content."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and len(content) == 1:
+        block = content[0]
+        if isinstance(block, dict) and block.get("type") in TEXT_BLOCK_TYPES:
+            text = block.get("text")
+            return text if isinstance(text, str) else None
+    return None
+
 DEFAULT_ACKNOWLEDGEMENT: Final = "收到，我已理解之前的上下文，继续工作。"
 """The assistant message that follows the summary in the rebuilt history."""
 

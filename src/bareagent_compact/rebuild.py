@@ -10,13 +10,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, MutableSequence, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from bareagent_compact import dialects
 from bareagent_compact._json import json_copy
 from bareagent_compact.options import Options
 from bareagent_compact.pairs import find_orphans
-from bareagent_compact.prompts import OWN_ACKNOWLEDGEMENTS, SUMMARY_PREFIX, LanguagePreset
+from bareagent_compact.prompts import (
+    OWN_ACKNOWLEDGEMENTS,
+    SUMMARY_PREFIX,
+    LanguagePreset,
+    own_text,
+)
 from bareagent_compact.protocols import Message, ServerSummary
 from bareagent_compact.serialize import _serialize
 from bareagent_compact.split import (
@@ -59,6 +64,8 @@ class Plan:
     """Where the messages of ``source`` are in ``snapshot``."""
     texts: LanguagePreset | None = None
     """The texts of this compaction (its language's, see ``Derived.texts_for``)."""
+    shape: str = "str"
+    """The content shape of the summary and acknowledgement (:func:`content_shape`)."""
 
     @property
     def kept(self) -> list[Message]:
@@ -69,15 +76,62 @@ class Plan:
 
 
 def is_own_output(message: Message, acknowledgement: str) -> bool:
-    """True for the summary and acknowledgement messages a previous compaction wrote."""
-    content = message.get("content")
+    """True for the summary and acknowledgement messages a previous compaction wrote
+    (as a ``str`` or as one text block, see ``summary_content``)."""
+    text = own_text(message.get("content"))
+    if text is None:
+        return False
     if message.get("role") == "assistant":
-        return content == acknowledgement or content in OWN_ACKNOWLEDGEMENTS
-    return (
-        message.get("role") == "user"
-        and isinstance(content, str)
-        and content.startswith(SUMMARY_PREFIX)
-    )
+        return text == acknowledgement or text in OWN_ACKNOWLEDGEMENTS
+    return message.get("role") == "user" and text.startswith(SUMMARY_PREFIX)
+
+
+_RESPONSES_PARTS: Final = frozenset({"input_text", "output_text", "input_image", "input_file"})
+"""Content part types only Responses input uses."""
+
+
+def _has_parts(content: list[Any]) -> bool:
+    """Whether a content list holds a part only Responses input uses."""
+    return any(isinstance(b, dict) and b.get("type") in _RESPONSES_PARTS for b in content)
+
+
+def _read_shape(message: Any) -> tuple[bool, bool]:
+    """Whether ``message`` has a list of blocks as its content, and whether it is
+    Responses input (an item of its own, a ``message`` item, or its parts)."""
+    if not isinstance(message, dict) or dialects.is_system(message):
+        return False, False
+    if dialects.typed_item(message) is not None:
+        return False, dialects.dialect_of(message).name == "openai_responses"
+    content = message.get("content")
+    if not isinstance(content, list):
+        return False, message.get("type") == dialects.MESSAGE_TYPE
+    return True, message.get("type") == dialects.MESSAGE_TYPE or _has_parts(content)
+
+
+def content_shape(setting: str, messages: Sequence[Any]) -> str:
+    """The shape of the summary and acknowledgement in a history of ``messages``:
+    ``"str"``; ``"text"`` blocks (Anthropic, Chat); or ``"responses"`` parts
+    (``input_text`` / ``output_text``, when the history holds Responses items or
+    parts). ``setting`` is ``summary_content``: with ``"auto"``, blocks only when
+    a message other than a system message has a list of blocks as its content."""
+    if setting == "str":
+        return "str"
+    shapes = [_read_shape(message) for message in messages]
+    if setting == "auto" and not any(blocks for blocks, _ in shapes):
+        return "str"
+    return "responses" if any(responses for _, responses in shapes) else "text"
+
+
+def _shaped(role: str, text: str, shape: str) -> Message:
+    """A message the library writes, its ``text`` in ``shape``."""
+    if shape == "str":
+        return {"role": role, "content": text}
+    if shape == "text":
+        return {"role": role, "content": [{"type": "text", "text": text}]}
+    if role == "user":
+        return {"role": role, "content": [{"type": "input_text", "text": text}]}
+    part = {"type": "output_text", "text": text, "annotations": []}
+    return {"type": dialects.MESSAGE_TYPE, "role": role, "content": [part]}
 
 
 def kept_tail_start(head: list[Message], pending: list[Message], keep_tool_pairs: bool) -> int:
@@ -135,12 +189,15 @@ def system_copies(head: Sequence[Message]) -> list[Message]:
     return [json_copy(m) for m in head if dialects.is_system(m)]
 
 
-def summary_block(summary: str, kept: Sequence[Message], acknowledgement: str) -> list[Message]:
+def summary_block(
+    summary: str, kept: Sequence[Message], acknowledgement: str, shape: str = "str"
+) -> list[Message]:
     """What replaces the source: the summary message, and the acknowledgement
-    unless a kept assistant turn follows it (roles keep alternating)."""
-    block: list[Message] = [{"role": "user", "content": SUMMARY_PREFIX + summary}]
+    unless a kept assistant turn follows it (roles keep alternating); their
+    content in ``shape`` (:func:`content_shape`)."""
+    block: list[Message] = [_shaped("user", SUMMARY_PREFIX + summary, shape)]
     if not kept or dialects.kind(kept[0]) is not dialects.Kind.ASSISTANT:
-        block.append({"role": "assistant", "content": acknowledgement})
+        block.append(_shaped("assistant", acknowledgement, shape))
     return block
 
 
@@ -154,7 +211,7 @@ def replacement(
     if isinstance(summary, ServerSummary):
         rest = plan.source[len(plan.source) if covered is None else covered :]
         return [*summary.messages, *rest, *kept]
-    return [*summary_block(summary, kept, acknowledgement), *kept]
+    return [*summary_block(summary, kept, acknowledgement, plan.shape), *kept]
 
 
 def appended_only(current: Sequence[Any], before: Sequence[Any]) -> bool:
@@ -293,7 +350,8 @@ def _around(
         block = [*summary.messages, *rest]
     else:
         follows = next((m for m in after if not dialects.is_system(m)), None)
-        block = summary_block(summary, [] if follows is None else [follows], acknowledgement)
+        kept = [] if follows is None else [follows]
+        block = summary_block(summary, kept, acknowledgement, plan.shape)
     opening = _window_length(summary)
     rebuilt = [*current[: plan.fixed_end], *block[:opening], *systems, *block[opening:], *after]
     if len(find_orphans(rebuilt)) > len(find_orphans(current)):

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from bareagent_compact import dialects, instructions
-from bareagent_compact.prompts import SUMMARY_PREFIX
+from bareagent_compact.prompts import SUMMARY_PREFIX, own_text
 from bareagent_compact.protocols import Message
 
 __all__ = [
@@ -116,7 +116,8 @@ def user_text(message: Message) -> str | None:
         content = [block for block in content if not _is_result(block)]
     elif kind is not dialects.Kind.USER:
         return None
-    if isinstance(content, str) and content.startswith(SUMMARY_PREFIX):
+    own = own_text(content)
+    if own is not None and own.startswith(SUMMARY_PREFIX):
         return None
     text = "\n".join(_texts(content))
     text = _INJECTED.sub("", text).strip()
@@ -126,8 +127,8 @@ def user_text(message: Message) -> str | None:
 def read_back(message: Message) -> list[str]:
     """The turns a previous summary message kept, oldest first (``[]`` for any other
     message, or one without a section that reads back whole)."""
-    content = message.get("content")
-    if dialects.kind(message) is not dialects.Kind.USER or not isinstance(content, str):
+    content = own_text(message.get("content"))
+    if dialects.kind(message) is not dialects.Kind.USER or content is None:
         return []
     if not content.startswith(SUMMARY_PREFIX):
         return []

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import MutableSequence
-from typing import Any
+from typing import Any, Final
 
 from bareagent_compact import dialects
 
@@ -68,3 +69,57 @@ def _check_role(index: int, message: dict[Any, Any]) -> None:
 def _is_item(message: dict[Any, Any], role: object) -> bool:
     """True for an OpenAI Responses item other than a message: no role, a ``str`` type."""
     return role is None and dialects.typed_item(message) is not None
+
+
+def _check_window(window: object) -> int | None:
+    """``context_window``: ``None`` or an ``int >= 1``."""
+    if window is None:
+        return None
+    return check_int("context_window", window, 1)
+
+
+def threshold_tokens(threshold: object, window: object) -> int:
+    """The absolute threshold in force: an ``int`` as given (at most
+    ``context_window`` when that is given), or a ``float`` in ``(0, 1]`` as that
+    share of ``context_window`` (``floor``, at least 1 token); else ``TypeError`` /
+    ``ValueError``."""
+    window = _check_window(window)
+    if isinstance(threshold, float):
+        if not 0 < threshold <= 1:  # NaN fails this too
+            raise ValueError(
+                "threshold as a float is a share of context_window, in (0, 1]; give an "
+                f"absolute count as an int, got {threshold!r}"
+            )
+        if window is None:
+            raise ValueError(
+                f"threshold={threshold!r} is a share of the context window: give "
+                "context_window=N (tokens), or an absolute threshold as an int"
+            )
+        tokens = math.floor(threshold * window)
+        if tokens < 1:
+            raise ValueError(
+                f"threshold={threshold!r} of context_window={window} is less than one token"
+            )
+        return tokens
+    threshold = check_int("threshold", threshold)
+    if window is not None and threshold > window:
+        raise ValueError(
+            f"threshold={threshold} is over context_window={window}: the requests would "
+            "be refused before any compaction (give threshold= at most the window, or a "
+            "share of it such as 0.8)"
+        )
+    return threshold
+
+
+SUMMARY_CONTENTS: Final = ("str", "auto", "blocks")
+"""What ``summary_content`` takes: ``"str"`` (the specification's), ``"auto"``
+(text blocks when the history's messages hold lists of blocks), ``"blocks"``."""
+
+
+def check_summary_content(value: object) -> None:
+    """``summary_content``: one of :data:`SUMMARY_CONTENTS`, else ``TypeError`` /
+    ``ValueError``."""
+    if not isinstance(value, str):
+        raise TypeError(f"summary_content must be a str, got {type(value).__name__}")
+    if value not in SUMMARY_CONTENTS:
+        raise ValueError(f"summary_content must be one of {list(SUMMARY_CONTENTS)}, got {value!r}")

@@ -156,7 +156,7 @@ class Engine(Generic[ProviderT]):
     """
 
     transcript_mgr = _Option[TranscriptManager | None, TranscriptManager | None]()
-    threshold = _Option[int, int]()
+    threshold = _Option[int, int | float](derived=True)
     keep_recent = _Option[int, int | None](derived=True)
     system_prompt = _Option[str, str | None](derived=True)
     acknowledgement = _Option[str, str | None](derived=True)
@@ -186,12 +186,14 @@ class Engine(Generic[ProviderT]):
     profile = _Option[str | Profile | None, str | Profile | None]()
     cache_ttl = _Option[float | timedelta, float | timedelta]()
     clock = _Option[Callable[[], float], Callable[[], float]]()
+    context_window = _Option[int | None, int | None]()
+    summary_content = _Option[str, str]()
 
     def __init__(
         self,
         provider: ProviderT,
         transcript_mgr: TranscriptManager | None = None,
-        threshold: int = DEFAULT_THRESHOLD,
+        threshold: int | float = DEFAULT_THRESHOLD,
         session_id: str = "default",
         *,
         keep_recent: int | None = None,
@@ -223,6 +225,8 @@ class Engine(Generic[ProviderT]):
         profile: str | Profile | None = None,
         cache_ttl: float | timedelta = DEFAULT_CACHE_TTL,
         clock: Callable[[], float] = time.monotonic,
+        context_window: int | None = None,
+        summary_content: str = "str",
         options: Options | None = None,
     ) -> None:
         check_provider(provider)

@@ -52,8 +52,8 @@ class Parts:
         summary)."""
         options = self.options
         watermark = None if self.pending is not None else options.derived.background_tokens
-        return tokens > options.threshold or starts_early(
-            tokens, options.threshold, watermark, False
+        return tokens > options.derived.threshold or starts_early(
+            tokens, options.derived.threshold, watermark, False
         )
 
     def reread(self, turn: Turn) -> None:

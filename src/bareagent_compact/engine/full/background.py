@@ -51,7 +51,7 @@ def start(parts: Parts, turn: Turn, attempt: Attempt) -> Steps:
         "summary of %d messages started in the background at %d of %d tokens",
         len(made.source),
         attempt.tokens,
-        parts.options.threshold,
+        parts.options.derived.threshold,
     )
     return attempt.quiet()
 
@@ -75,7 +75,7 @@ def swap(
     runs, or when it was lost and a compaction is due now."""
     pending = parts.pending
     assert pending is not None
-    due = attempt.force or attempt.tokens > parts.options.threshold
+    due = attempt.force or attempt.tokens > parts.options.derived.threshold
     watched = None if pending.edited else watching(turn)
     answer: Outcome | None = yield CollectRequest(pending.handle, due)
     if answer is None:

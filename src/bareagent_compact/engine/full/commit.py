@@ -122,7 +122,7 @@ def _commit(
     except BaseException:
         replace_all(messages, [*done.replaced, *list(messages)[len(rebuilt) :]])
         raise
-    parts.trigger.succeeded(after > parts.options.threshold)
+    parts.trigger.succeeded(after > parts.options.derived.threshold)
     return CompactionResult(
         Action.FULL,
         attempt.tokens,
@@ -144,7 +144,7 @@ def _counted(
     """The rebuilt history's count, and the warnings about it."""
     messages = turn.messages
     after = parts.counter.history(parts.view, turn)
-    threshold = parts.options.threshold
+    threshold = parts.options.derived.threshold
     try:
         arrived = len(messages) - len(rebuilt)
         without = (

@@ -15,6 +15,7 @@ from bareagent_compact.engine.parts import Parts
 from bareagent_compact.prompts import LanguagePreset
 from bareagent_compact.rebuild import (
     Plan,
+    content_shape,
     is_own_output,
     spec_prompt,
     split_history,
@@ -81,6 +82,7 @@ def plan(parts: Parts, messages: Any, attempt: Attempt, limit: int) -> Plan | Co
         fixed,
         sources=sources,
         texts=texts,
+        shape=content_shape(options.summary_content, snapshot),
     )
     return _worth_a_call(parts, made, attempt)
 
@@ -127,7 +129,9 @@ def _worth_a_call(parts: Parts, made: Plan, attempt: Attempt) -> Plan | Compacti
         return made
     # With keep_user_turns, the user's turns go into the summary message too: a
     # source no larger than them could only lose them.
-    fixed = summary_block(kept_turns(parts, made), (), texts_of(parts, made).acknowledgement)
+    fixed = summary_block(
+        kept_turns(parts, made), (), texts_of(parts, made).acknowledgement, made.shape
+    )
     floor = parts.counter.count_live(fixed)
     if made.source_tokens >= floor:
         return made
@@ -152,7 +156,7 @@ def held(parts: Parts, made: Plan, tokens: int) -> Reason | None:
         return Reason.BACKING_OFF
     if not trigger.still_over:
         return None
-    threshold = parts.options.threshold
+    threshold = parts.options.derived.threshold
     acknowledgement = parts.options.derived.acknowledgement
     own = [m for m in made.source if is_own_output(m, acknowledgement)]
     new = made.source_tokens - (parts.counter.count_live(own) if own else 0)
@@ -183,7 +187,7 @@ def consult(
         event = CompactionEvent(
             trigger="manual" if attempt.force else "auto",
             tokens=attempt.tokens,
-            threshold=options.threshold,
+            threshold=options.derived.threshold,
             source_messages=len(made.source),
             source_tokens=made.source_tokens,
             session_id=parts.session_id,

@@ -21,14 +21,14 @@ def run(parts: Parts, turn: Turn, truncated: int, tokens: int) -> Steps:
     ``truncated``: the results step 1 truncated."""
     attempt = Attempt(turn.force, tokens, truncated)
     parts.trigger.calls += 1
-    options = parts.options
+    derived = parts.options.derived
     if parts.pending is not None:
         swapped = yield from background.swap(parts, turn, attempt)
         if swapped is not None:
             return swapped
-    elif starts_early(tokens, options.threshold, options.derived.background_tokens, turn.force):
+    elif starts_early(tokens, derived.threshold, derived.background_tokens, turn.force):
         return (yield from background.start(parts, turn, attempt))
-    made = planning.plan(parts, turn.messages, attempt, options.threshold)
+    made = planning.plan(parts, turn.messages, attempt, derived.threshold)
     if isinstance(made, CompactionResult):
         return made
     watched = watching(turn)  # the copies tell an edit made from now on

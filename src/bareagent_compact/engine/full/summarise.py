@@ -177,7 +177,7 @@ def inflated(
     if isinstance(summary, ServerSummary):
         block = replacement(made, summary, acknowledgement, covered)[: -len(made.kept) or None]
     else:
-        block = summary_block(summary, made.kept, acknowledgement)
+        block = summary_block(summary, made.kept, acknowledgement, made.shape)
     summary_size = parts.counter.count_live(block)
     source_size = made.source_tokens
     if summary_size <= source_size:

@@ -101,7 +101,7 @@ def _must_clear(parts: Parts, turn: Turn, cached: bool) -> bool:
     if parts.counter.cache_cold():
         logger.debug("the prompt cache has expired: clearing every result due")
         return True
-    return parts.counter.history(parts.view, turn, cached) > parts.options.threshold
+    return parts.counter.history(parts.view, turn, cached) > parts.options.derived.threshold
 
 
 def _archive_due(
