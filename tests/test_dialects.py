@@ -354,3 +354,63 @@ def test_a_dumped_chat_message_takes_the_request_shape() -> None:
         "audio": {"id": "au"},
         "tool_calls": [{"id": "c", "function": {"name": "f"}}],
     }
+
+
+@pytest.mark.parametrize(("role", "hint"), [
+    ("tool-response", "smolagents"), ("tool-call", "smolagents"),
+    ("human", "LangChain"), ("ai", "LangChain"), ("narrator", None),
+])
+def test_an_unknown_role_is_a_type_error_naming_it_before_any_change(
+    role: str, hint: str | None
+) -> None:
+    messages: list[Any] = [
+        {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+        {"role": role, "content": "x" * 4000},
+    ]
+    before = copy.deepcopy(messages)
+    for call in (
+        lambda: Compactor(lambda p: "S", threshold=10)(messages, force=True),
+        lambda: _micro_compact(messages, keep_recent=0),
+        lambda: find_orphans(messages),
+    ):
+        with pytest.raises(TypeError, match=rf"messages\[2\]\['role'\] is {role!r}") as caught:
+            call()
+        assert "'assistant', 'developer', 'function', 'system', 'tool', 'user'" in str(caught.value)
+        assert hint is None or hint in str(caught.value)
+    assert messages == before
+
+
+def test_every_role_a_built_in_dialect_speaks_is_accepted() -> None:
+    messages: list[Any] = [
+        {"role": "system", "content": "s"}, {"role": "developer", "content": "d"},
+        {"role": "user", "content": "u"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r"},
+        {"role": "assistant", "content": None, "function_call": {"name": "g", "arguments": "{}"}},
+        {"role": "function", "name": "g", "content": "r"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "t"}]},
+        {"type": "function_call", "call_id": "c2", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c2", "output": "r"},
+        {"role": "user", "content": "next"},
+    ]
+    assert Compactor(lambda p: "S")(messages).action is Action.NONE
+    find_orphans(messages)
+
+
+def test_the_roles_of_a_registered_dialect_are_accepted() -> None:
+    class Narrated(type(anthropic.DIALECT)):  # type: ignore[misc]
+        name = "narrated"
+        roles = frozenset({"narrator"})
+
+    messages: list[Any] = [{"role": "user", "content": "a"}, {"role": "narrator", "content": "b"}]
+    with pytest.raises(TypeError, match="narrator"):
+        find_orphans(messages)
+    dialect = Narrated()
+    dialects.register(dialect)
+    try:
+        assert find_orphans(messages) == []
+    finally:
+        dialects.unregister(dialect)
+    with pytest.raises(TypeError, match="narrator"):
+        find_orphans(messages)

@@ -192,3 +192,98 @@ def test_parsed_arguments_of_a_parsed_completion_are_not_kept() -> None:
     plain_messages(messages)
     assert "parsed_arguments" not in messages[1]["tool_calls"][0]["function"]
     assert "parsed_arguments" not in messages[2]["tool_calls"][0]["function"]
+
+
+def _framework_class(name: str, module: str, *, dumps: bool = True) -> type:
+    """A class standing for a framework's message class: only its module path tells."""
+    base: tuple[type, ...] = (FakeModel,) if dumps else (object,)
+    return type(name, base, {"__module__": module})
+
+
+LC_HINT = "convert_to_openai_messages"
+FRAMEWORK_OBJECTS = [
+    ("langchain_core.messages.ai", "AIMessage", True, "LangChain", LC_HINT),
+    ("langchain_core.messages.tool", "ToolMessage", True, "LangChain", LC_HINT),
+    ("pydantic_ai.messages", "ModelResponse", False, "Pydantic AI", "assistant message"),
+    ("pydantic_ai.messages", "ModelRequest", False, "Pydantic AI", "assistant message"),
+    ("smolagents.memory", "ActionStep", False, "smolagents", "to_messages"),
+    ("smolagents.models", "ChatMessage", False, "smolagents", "to_messages"),
+]
+
+
+@pytest.mark.parametrize(("module", "name", "dumps", "framework", "hint"), FRAMEWORK_OBJECTS)
+def test_a_framework_message_is_refused_naming_the_framework_before_any_change(
+    module: str, name: str, dumps: bool, framework: str, hint: str
+) -> None:
+    cls = _framework_class(name, module, dumps=dumps)
+    foreign = cls(role="assistant", content="hi") if dumps else cls()
+    model = text_block("a")
+    messages: list[Any] = [{"role": "assistant", "content": [model]}, foreign]
+    before = list(messages)
+    with pytest.raises(TypeError, match=rf"messages\[1\] is a {framework} {name}") as caught:
+        Compactor(lambda p: "S")(messages, force=True)
+    assert hint in str(caught.value)
+    assert "anthropic or openai SDK objects" in str(caught.value)
+    assert messages == before and messages[1] is foreign
+    assert messages[0]["content"][0] is model and model.dumps == 0
+    assert not dumps or foreign.dumps == 0
+
+
+def test_a_subclass_of_a_framework_message_in_the_callers_module_is_refused() -> None:
+    human = _framework_class("HumanMessage", "langchain_core.messages.human")
+    mine = type("MyMessage", (human,), {"__module__": "my_app.messages"})
+    messages: list[Any] = [{"role": "user", "content": "hi"}, mine(content="x", type="human")]
+    for read in (estimate_tokens, find_orphans, plain_view):
+        with pytest.raises(TypeError, match=r"messages\[1\] is a LangChain MyMessage"):
+            read(messages)
+    with pytest.raises(TypeError, match="LangChain"):
+        plain_messages(messages)
+    assert isinstance(messages[1], mine)
+
+
+def test_a_framework_object_inside_a_message_is_refused_before_any_change() -> None:
+    part = _framework_class("TextPart", "pydantic_ai.messages")(content="x")
+    model = text_block("a")
+    messages: list[Any] = [{"role": "assistant", "content": [model, part]}]
+    with pytest.raises(TypeError, match=r"messages\[0\]\['content'\]\[1\] is a Pydantic AI"):
+        Compactor(lambda p: "S")(messages, force=True)
+    assert messages[0]["content"] == [model, part] and model.dumps == 0
+
+
+def test_pydantic_itself_is_no_framework_message() -> None:
+    # SDK objects are pydantic models: the pydantic base classes in their MRO tell nothing.
+    sdk = type("TextBlock", (FakeModel,), {"__module__": "anthropic.types.text_block"})
+    base = type("BaseModel", (FakeModel,), {"__module__": "pydantic.main"})
+    block = type("TextBlock", (sdk, base), {"__module__": "anthropic.types.text_block"})
+    messages: list[Any] = [{"role": "assistant", "content": [block(type="text", text="a")]}]
+    assert plain_messages(messages) == 1
+    assert messages[0]["content"] == [{"type": "text", "text": "a"}]
+
+
+@pytest.mark.parametrize("item", [
+    {"type": "human", "content": "hi"},
+    {"type": "ai", "content": "hello", "tool_calls": []},
+    {"type": "human", "data": {"content": "hi"}},
+])
+def test_a_langchain_message_dict_is_refused_naming_langchain(item: dict[str, Any]) -> None:
+    messages: list[Any] = [{"role": "user", "content": "a"}, item]
+    before = copy.deepcopy(messages)
+    with pytest.raises(TypeError, match=r"messages\[1\] is a LangChain message dict"):
+        Compactor(lambda p: "S")(messages, force=True)
+    assert messages == before
+
+
+def test_real_langchain_messages_are_refused_and_left_as_they_were() -> None:
+    lc = pytest.importorskip("langchain_core.messages")
+    messages: list[Any] = [
+        lc.SystemMessage("be brief"),
+        lc.HumanMessage("hi"),
+        lc.AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]),
+        lc.ToolMessage("x" * 5000, tool_call_id="c1", status="error"),
+    ]
+    before = list(messages)
+    with pytest.raises(TypeError, match=r"messages\[0\] is a LangChain SystemMessage"):
+        Compactor(lambda p: "S", threshold=10)(messages, force=True)
+    assert messages == before and all(a is b for a, b in zip(messages, before, strict=True))
+    converted = lc.convert_to_openai_messages(messages)
+    assert Compactor(lambda p: "S", threshold=10)(converted).tokens_before > 1000

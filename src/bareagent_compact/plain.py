@@ -4,11 +4,14 @@ Agent loops append what the SDKs return: Anthropic's ``response.content`` (a lis
 of ``TextBlock``/``ToolUseBlock`` objects) inside a message dict, OpenAI's
 ``completion.choices[0].message``, or Responses ``response.output`` items. Each is
 a pydantic model; nothing here imports an SDK: anything with ``model_dump`` is
-taken for one. It becomes, in place and once, the request shape: fields that are
-``None`` are dropped (responses carry ``"citations": None``, ``"refusal": None``
-...), and so are the response-only fields of a Chat assistant message
-(``annotations``, ``parsed``; ``audio`` is reduced to its ``id``), so the list
-stays valid to send and every other part of the library sees real content.
+taken for one, unless its class comes from an agent framework (LangChain, Pydantic
+AI, smolagents), whose messages are refused with a ``TypeError`` naming the
+framework, before anything is changed. An SDK object becomes, in place and once,
+the request shape: fields that are ``None`` are dropped (responses carry
+``"citations": None``, ``"refusal": None`` ...), and so are the response-only
+fields of a Chat assistant message (``annotations``, ``parsed``; ``audio`` is
+reduced to its ``id``), so the list stays valid to send and every other part of
+the library sees real content.
 """
 
 from __future__ import annotations
@@ -18,14 +21,15 @@ from collections.abc import MutableSequence, Sequence
 from typing import Any
 
 from bareagent_compact.dialects import COMPACTION_TYPE, NESTED_KEYS, holds_objects, request_shape
-from bareagent_compact.validate import not_a_dict, not_a_list
+from bareagent_compact.validate import foreign, is_sdk_object, not_a_dict, not_a_list
 
 logger = logging.getLogger(__name__)
 
 
 def is_model(value: object) -> bool:
-    """True for an SDK model object (anything with pydantic's ``model_dump``)."""
-    return callable(getattr(value, "model_dump", None))
+    """True for an SDK model object (anything with pydantic's ``model_dump`` that is no
+    agent framework's message)."""
+    return is_sdk_object(value)
 
 
 def dump_model(value: Any) -> dict[str, Any]:
@@ -107,14 +111,17 @@ def plain_messages(messages: MutableSequence[Any], only: Sequence[int] | None = 
     return _convert(messages)
 
 
-def _nested_objects(message: dict[str, Any]) -> list[tuple[list[Any], int]]:
-    """Where the SDK objects inside ``message``'s nested lists are: ``(list, index)``."""
+def _nested_objects(index: int, message: dict[str, Any]) -> list[tuple[list[Any], int]]:
+    """Where the SDK objects inside ``message`` (at ``index``)'s nested lists are:
+    ``(list, index)``."""
     found: list[tuple[list[Any], int]] = []
     for key in NESTED_KEYS:
         items = message.get(key)
         if type(items) is list:
             found.extend(
-                (items, position) for position, item in enumerate(items) if _is_object(item)
+                (items, position)
+                for position, item in enumerate(items)
+                if _is_object(item, index, key, position)
             )
     return found
 
@@ -124,7 +131,7 @@ def _convert(messages: MutableSequence[Any]) -> int:
     nested: list[tuple[list[Any], int]] = []
     for index, message in enumerate(messages):
         if isinstance(message, dict):
-            nested.extend(_nested_objects(message))
+            nested.extend(_nested_objects(index, message))
         elif is_model(message):
             top.append(index)
         else:
@@ -149,7 +156,7 @@ def plain_view(messages: Sequence[Any]) -> list[Any]:
         raise not_a_list(messages)
     view: list[Any] | None = None
     for index, message in enumerate(messages):
-        replacement = _plain_copy(message)
+        replacement = _plain_copy(index, message)
         if replacement is None:
             continue
         if view is None:
@@ -160,19 +167,39 @@ def plain_view(messages: Sequence[Any]) -> list[Any]:
     return view
 
 
-def _plain_copy(message: Any) -> dict[str, Any] | None:
+def _plain_copy(index: int, message: Any) -> dict[str, Any] | None:
     """A plain copy of ``message`` when it is, or holds, an SDK object; else ``None``
-    (a value that is neither a dict nor an object is left for the caller to report)."""
+    (a value that is neither a dict nor an object is left for the caller to report,
+    an agent framework's message is refused)."""
     if not isinstance(message, dict):
-        return dump_model(message) if is_model(message) else None
+        if is_model(message):
+            return dump_model(message)
+        error = foreign(f"messages[{index}]", message)
+        if error is not None:
+            raise error
+        return None
     copied: dict[str, Any] | None = None
     for key in NESTED_KEYS:
         items = message.get(key)
-        if type(items) is list and any(_is_object(item) for item in items):
-            copied = dict(message) if copied is None else copied
-            copied[key] = [dump_model(item) if _is_object(item) else item for item in items]
+        if type(items) is list:
+            objects = [_is_object(item, index, key, at) for at, item in enumerate(items)]
+            if any(objects):
+                copied = dict(message) if copied is None else copied
+                copied[key] = [
+                    dump_model(item) if is_object else item
+                    for item, is_object in zip(items, objects, strict=True)
+                ]
     return copied
 
 
-def _is_object(item: Any) -> bool:
-    return type(item) is not dict and is_model(item)
+def _is_object(item: Any, index: int, key: str, position: int) -> bool:
+    """True for an SDK object at ``messages[index][key][position]``; an agent
+    framework's object there is refused."""
+    if type(item) is dict:
+        return False
+    if is_model(item):
+        return True
+    error = foreign(f"messages[{index}][{key!r}][{position}]", item)
+    if error is not None:
+        raise error
+    return False

@@ -8,6 +8,72 @@ from typing import Any, Final
 
 from bareagent_compact import dialects
 
+_READS: Final = (
+    "the compactor reads message dicts (Anthropic Messages, OpenAI Chat Completions or "
+    "Responses) and anthropic or openai SDK objects"
+)
+
+_LANGCHAIN_HINT: Final = (
+    "convert them first, e.g. with langchain_core.messages.convert_to_openai_messages(messages)"
+)
+_SMOLAGENTS_ROLES: Final = (
+    "map the roles tool-call -> assistant and tool-response -> user, as smolagents "
+    "does for models without tool roles"
+)
+_FRAMEWORKS: Final = {
+    "langchain_core": ("LangChain", _LANGCHAIN_HINT),
+    "langchain": ("LangChain", _LANGCHAIN_HINT),
+    "langchain_community": ("LangChain", _LANGCHAIN_HINT),
+    "pydantic_ai": (
+        "Pydantic AI",
+        "convert them first into message dicts: a ModelRequest's parts into system, user "
+        "and tool messages, a ModelResponse's into an assistant message",
+    ),
+    "smolagents": (
+        "smolagents",
+        "convert them first, e.g. with agent.write_memory_to_messages() or step.to_messages(), "
+        f"then each ChatMessage with .dict(), and {_SMOLAGENTS_ROLES}",
+    ),
+}
+"""The agent frameworks whose message objects the compactor does not read, by the
+top-level package their classes come from: their name and the way forward."""
+
+_LANGCHAIN_TYPES: Final = frozenset(
+    {"human", "ai", "system", "tool", "function", "chat", "remove"}
+    | {f"{kind}MessageChunk" for kind in ("AI", "Human", "System", "Tool", "Function", "Chat")}
+)
+"""The ``type`` of a LangChain message as a dict (``model_dump()``, ``messages_to_dict``)."""
+
+_ROLE_HINTS: Final = {
+    "human": f"a LangChain message type; {_LANGCHAIN_HINT}",
+    "ai": f"a LangChain message type; {_LANGCHAIN_HINT}",
+    "tool-call": f"a smolagents role; {_SMOLAGENTS_ROLES}",
+    "tool-response": f"a smolagents role; {_SMOLAGENTS_ROLES}",
+}
+
+
+def framework_of(value: object) -> tuple[str, str] | None:
+    """``(name, way forward)`` of the agent framework ``value``'s class (or a class it
+    derives from) belongs to, by module path (no framework is imported), else ``None``."""
+    for cls in type(value).__mro__:
+        module = getattr(cls, "__module__", None)
+        if isinstance(module, str):
+            found = _FRAMEWORKS.get(module.partition(".")[0])
+            if found is not None:
+                return found
+    return None
+
+
+def foreign(where: str, value: object) -> TypeError | None:
+    """The error for a framework's message object at ``where``, else ``None``."""
+    found = framework_of(value)
+    if found is None:
+        return None
+    name, hint = found
+    return TypeError(
+        f"{where} is a {name} {type(value).__name__}: {_READS}, not {name} messages; {hint}"
+    )
+
 
 def not_a_list(messages: object) -> TypeError:
     """The error for a ``messages`` argument that is not a list."""
@@ -15,7 +81,11 @@ def not_a_list(messages: object) -> TypeError:
 
 
 def not_a_dict(index: int, message: object) -> TypeError:
-    """The error for an item of ``messages`` that is not a dict, naming its index."""
+    """The error for an item of ``messages`` that is not a dict, naming its index (and
+    the framework and the way forward for an agent framework's message object)."""
+    error = foreign(f"messages[{index}]", message)
+    if error is not None:
+        return error
     return TypeError(f"messages[{index}] must be a dict, got {type(message).__name__}")
 
 
@@ -43,27 +113,51 @@ def validate_messages(
 ) -> None:
     """Raise ``TypeError`` naming the first index that is not a message dict.
 
-    A message has a ``str`` role; an OpenAI Responses item other than a message
-    (``function_call``, ``reasoning`` ...) may have a ``str`` type instead. With
-    ``objects``, SDK model objects (anything with ``model_dump``) are let through
-    unchecked, to be converted. ``only``: the indices to check, in order (the
-    others are known to be valid).
+    A message has a ``str`` role, one a dialect knows; an OpenAI Responses item
+    other than a message (``function_call``, ``reasoning`` ...) may have a ``str``
+    type instead, but not a LangChain message's. With ``objects``, SDK model
+    objects (anything with ``model_dump`` that is no agent framework's message) are
+    let through unchecked, to be converted. ``only``: the indices to check, in
+    order (the others are known to be valid).
     """
     if type(messages) is not list and not isinstance(messages, MutableSequence):
         raise not_a_list(messages)
     indexed = enumerate(messages) if only is None else ((i, messages[i]) for i in only)
     for index, message in indexed:
         if not isinstance(message, dict):
-            if objects and callable(getattr(message, "model_dump", None)):
+            if objects and is_sdk_object(message):
                 continue
             raise not_a_dict(index, message)
         _check_role(index, message)
 
 
+def is_sdk_object(value: object) -> bool:
+    """True for an SDK model object: anything with pydantic's ``model_dump`` that is
+    no agent framework's message (see :func:`framework_of`)."""
+    return callable(getattr(value, "model_dump", None)) and framework_of(value) is None
+
+
 def _check_role(index: int, message: dict[Any, Any]) -> None:
     role = message.get("role")
-    if not isinstance(role, str) and not _is_item(message, role):
+    if isinstance(role, str):
+        if role not in dialects.KNOWN_ROLES and dialects.typed_item(message) is None:
+            raise _unknown_role(index, role)
+    elif not _is_item(message, role):
         raise TypeError(f"messages[{index}]['role'] must be a str, got {type(role).__name__}")
+    elif message["type"] in _LANGCHAIN_TYPES and not dialects.claims_item_type(message["type"]):
+        raise TypeError(
+            f"messages[{index}] is a LangChain message dict (type {message['type']!r}): "
+            f"{_READS}; {_LANGCHAIN_HINT}"
+        )
+
+
+def _unknown_role(index: int, role: str) -> TypeError:
+    known = ", ".join(repr(name) for name in sorted(dialects.KNOWN_ROLES))
+    hint = _ROLE_HINTS.get(role)
+    return TypeError(
+        f"messages[{index}]['role'] is {role!r}, which no dialect knows (known: {known})"
+        + (f": {hint}" if hint else "")
+    )
 
 
 def _is_item(message: dict[Any, Any], role: object) -> bool:

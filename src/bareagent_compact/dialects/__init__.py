@@ -44,6 +44,7 @@ from bareagent_compact.dialects import anthropic, openai_chat, openai_responses
 from bareagent_compact.dialects._common import (
     MESSAGE_TYPE,
     NESTED_KEYS,
+    SPOKEN_ROLES,
     SYSTEM_ROLES,
     UNKNOWN_TOOL,
     Call,
@@ -87,6 +88,7 @@ __all__ = [
     "COMPACTION_TYPE",
     "DIALECTS",
     "EXTRA_PARTS",
+    "KNOWN_ROLES",
     "MESSAGE_TYPE",
     "NESTED_KEYS",
     "RESULT_ITEM_TYPES",
@@ -108,6 +110,7 @@ __all__ = [
     "block_slot",
     "call_ids",
     "calls",
+    "claims_item_type",
     "compaction_positions",
     "continues",
     "dead_indices",
@@ -162,6 +165,10 @@ BLOCK_PARTS: Final[dict[str, BlockParts]] = {}
 """What the content blocks that carry neither ``text`` nor ``content`` weigh, by type,
 as the registered dialects say (kept up to date in place, so it may be bound once)."""
 
+KNOWN_ROLES: Final[set[str]] = set()
+"""The roles a role message may have: the built-in dialects' and every registered
+dialect's own (kept up to date in place, so it may be bound once)."""
+
 EXTRA_PARTS: Final[list[tuple[str, Callable[[Parts, Message], None]]]] = []
 """``(key, add_parts)`` of each registered dialect that weighs something beyond
 ``content``: a message holding ``key`` has ``add_parts`` gather it (kept up to date
@@ -199,6 +206,10 @@ def _set_registry(dialects: tuple[Dialect, ...]) -> None:
         _by_item_type.update(dict.fromkeys(dialect.item_types, dialect))
         _by_role.update(dict.fromkeys(dialect.roles, dialect))
     _by_key = tuple((key, d) for d in reversed(dialects[1:]) for key in d.keys)
+    KNOWN_ROLES.clear()
+    KNOWN_ROLES.update(SPOKEN_ROLES)
+    for dialect in dialects:
+        KNOWN_ROLES.update(dialect.roles)
     BLOCK_PARTS.clear()
     for dialect in dialects:
         BLOCK_PARTS.update(dialect.block_parts)
@@ -233,6 +244,11 @@ def dialect_of(message: Message) -> Dialect:
         if key in message:
             return dialect
     return _default
+
+
+def claims_item_type(item_type: str) -> bool:
+    """True when a registered dialect claims typed items of ``item_type`` as its own."""
+    return item_type in _by_item_type
 
 
 def fixed_end(messages: Sequence[Message]) -> int:

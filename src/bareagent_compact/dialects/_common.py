@@ -12,6 +12,10 @@ from bareagent_compact.protocols import Message
 SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 """Roles kept through every compaction, as system messages."""
 
+SPOKEN_ROLES: Final = frozenset({*SYSTEM_ROLES, "user", "assistant", "tool", "function"})
+"""The roles the built-in dialects' role messages have (Chat's legacy ``function``
+included); a registered dialect adds its own :attr:`~Dialect.roles`."""
+
 MESSAGE_TYPE: Final = "message"
 """The ``type`` of a Responses message item, which reads like a role message."""
 
