@@ -287,3 +287,31 @@ def test_real_langchain_messages_are_refused_and_left_as_they_were() -> None:
     assert messages == before and all(a is b for a, b in zip(messages, before, strict=True))
     converted = lc.convert_to_openai_messages(messages)
     assert Compactor(lambda p: "S", threshold=10)(converted).tokens_before > 1000
+
+
+def test_real_pydantic_ai_messages_are_refused_and_left_as_they_were() -> None:
+    pai = pytest.importorskip("pydantic_ai.messages")
+    messages: list[Any] = [
+        pai.ModelRequest(parts=[pai.UserPromptPart("hi")]),
+        pai.ModelResponse(parts=[pai.TextPart("hello")]),
+    ]
+    before = list(messages)
+    with pytest.raises(TypeError, match=r"messages\[0\] is a Pydantic AI ModelRequest"):
+        Compactor(lambda p: "S", threshold=10)(messages, force=True)
+    assert all(a is b for a, b in zip(messages, before, strict=True))
+
+
+def test_real_smolagents_messages_are_refused_and_their_dicts_name_the_role() -> None:
+    memory = pytest.importorskip("smolagents.memory")
+    models = pytest.importorskip("smolagents.models")
+    step = memory.TaskStep(task="do it")
+    messages: list[Any] = [{"role": "user", "content": "a"}, step]
+    with pytest.raises(TypeError, match=r"messages\[1\] is a smolagents TaskStep"):
+        Compactor(lambda p: "S")(messages, force=True)
+    assert messages[1] is step
+    observation = models.ChatMessage(
+        role=models.MessageRole.TOOL_RESPONSE, content=[{"type": "text", "text": "obs"}]
+    )
+    dicts = [message.dict() for message in step.to_messages()] + [observation.dict()]
+    with pytest.raises(TypeError, match=r"messages\[1\]\['role'\] is 'tool-response'.*user"):
+        Compactor(lambda p: "S")(dicts, force=True)

@@ -181,15 +181,21 @@ def _plain_copy(index: int, message: Any) -> dict[str, Any] | None:
     copied: dict[str, Any] | None = None
     for key in NESTED_KEYS:
         items = message.get(key)
-        if type(items) is list:
-            objects = [_is_object(item, index, key, at) for at, item in enumerate(items)]
-            if any(objects):
-                copied = dict(message) if copied is None else copied
-                copied[key] = [
-                    dump_model(item) if is_object else item
-                    for item, is_object in zip(items, objects, strict=True)
-                ]
+        plain = _plain_items(index, key, items) if type(items) is list else None
+        if plain is not None:
+            copied = dict(message) if copied is None else copied
+            copied[key] = plain
     return copied
+
+
+def _plain_items(index: int, key: str, items: list[Any]) -> list[Any] | None:
+    """A copy of ``messages[index][key]`` with its SDK objects dumped, ``None`` if it
+    holds none."""
+    objects = [_is_object(item, index, key, position) for position, item in enumerate(items)]
+    if not any(objects):
+        return None
+    pairs = zip(items, objects, strict=True)
+    return [dump_model(item) if is_object else item for item, is_object in pairs]
 
 
 def _is_object(item: Any, index: int, key: str, position: int) -> bool:

@@ -153,6 +153,7 @@ def _check_role(index: int, message: dict[Any, Any]) -> None:
 
 def _unknown_role(index: int, role: str) -> TypeError:
     known = ", ".join(repr(name) for name in sorted(dialects.KNOWN_ROLES))
+    role = str.__str__(role)  # the value of a str enum member (smolagents' MessageRole)
     hint = _ROLE_HINTS.get(role)
     return TypeError(
         f"messages[{index}]['role'] is {role!r}, which no dialect knows (known: {known})"

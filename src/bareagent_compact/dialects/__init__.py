@@ -207,9 +207,7 @@ def _set_registry(dialects: tuple[Dialect, ...]) -> None:
         _by_role.update(dict.fromkeys(dialect.roles, dialect))
     _by_key = tuple((key, d) for d in reversed(dialects[1:]) for key in d.keys)
     KNOWN_ROLES.clear()
-    KNOWN_ROLES.update(SPOKEN_ROLES)
-    for dialect in dialects:
-        KNOWN_ROLES.update(dialect.roles)
+    KNOWN_ROLES.update(SPOKEN_ROLES, *(dialect.roles for dialect in dialects))
     BLOCK_PARTS.clear()
     for dialect in dialects:
         BLOCK_PARTS.update(dialect.block_parts)
