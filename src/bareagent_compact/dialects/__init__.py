@@ -207,10 +207,11 @@ def _set_registry(dialects: tuple[Dialect, ...]) -> None:
         _by_role.update(dict.fromkeys(dialect.roles, dialect))
     _by_key = tuple((key, d) for d in reversed(dialects[1:]) for key in d.keys)
     KNOWN_ROLES.clear()
-    KNOWN_ROLES.update(SPOKEN_ROLES, *(dialect.roles for dialect in dialects))
+    KNOWN_ROLES.update(SPOKEN_ROLES)
     BLOCK_PARTS.clear()
     for dialect in dialects:
         BLOCK_PARTS.update(dialect.block_parts)
+        KNOWN_ROLES.update(dialect.roles)
     EXTRA_PARTS[:] = [
         (dialect.parts_key, dialect.add_parts) for dialect in dialects if dialect.parts_key
     ]
