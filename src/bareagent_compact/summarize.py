@@ -137,6 +137,11 @@ class Summarized:
     covered: int = 0
     cost: SummaryCost = NO_COST
 
+    @property
+    def sent_cost(self) -> SummaryCost | None:
+        """``cost``, or ``None`` when no request was sent."""
+        return self.cost if self.cost.requests else None
+
 
 def spent(answer: Any) -> SummaryCost:
     """What the request that gave the ``Outcome`` ``answer`` used: its answer's

@@ -17,6 +17,7 @@ from typing import Any, Final, TextIO
 
 from bareagent_compact.cli.replay import ReplayResult
 from bareagent_compact.cli.settings import Setting
+from bareagent_compact.cli.turns import TurnRecord
 from bareagent_compact.result import Action
 
 CACHE_WRITE_PRICE: Final = 1.25
@@ -127,13 +128,15 @@ def figures(result: ReplayResult, prices: Prices) -> dict[str, Any]:
     read = sum(t.cache.read for t in turns)
     written = sum(t.cache.written for t in turns)
     uncached = sum(t.cache.uncached for t in turns)
-    summary_in = sum(t.summary_input_tokens for t in turns)
-    summary_out = sum(t.summary_output_tokens for t in turns)
-    summary_read = sum(t.summary_cache_read for t in turns)
-    summary_written = sum(t.summary_cache_written for t in turns)
     requests = prices.of(uncached, written, read)
-    summary_uncached = max(0, summary_in - summary_read - summary_written)
-    summaries = prices.of(summary_uncached, summary_written, summary_read, summary_out)
+    summary = _summary_figures(turns)
+    summaries = prices.of(
+        max(0, summary["summary_input_tokens"] - summary["summary_cache_read"]
+            - summary["summary_cache_written"]),
+        summary["summary_cache_written"],
+        summary["summary_cache_read"],
+        summary["summary_output_tokens"],
+    )
     return {
         "turns": len(turns),
         "full": result.count(Action.FULL),
@@ -146,13 +149,23 @@ def figures(result: ReplayResult, prices: Prices) -> dict[str, Any]:
         "cache_written": written,
         "uncached": uncached,
         "cache_read_share": round(read / sum(sent), 4) if sum(sent) else 0.0,
-        "summary_input_tokens": summary_in,
-        "summary_output_tokens": summary_out,
-        "summary_cache_read": summary_read,
-        "summary_cache_written": summary_written,
+        **summary,
         "request_cost": prices.rounded(requests),
         "summary_cost": prices.rounded(summaries),
         "cost": prices.rounded(requests + summaries),
+    }
+
+
+def _summary_figures(turns: Sequence[TurnRecord]) -> dict[str, int]:
+    """The summary requests' token counts over ``turns``."""
+    return {
+        name: sum(getattr(t, name) for t in turns)
+        for name in (
+            "summary_input_tokens",
+            "summary_output_tokens",
+            "summary_cache_read",
+            "summary_cache_written",
+        )
     }
 
 
