@@ -139,9 +139,7 @@ def answer_cost(answer: object) -> SummaryCost:
     ``usage`` (a :class:`~bareagent_compact.providers.SummaryText` of the built-in
     adapters, an SDK response returned as it is, or its dict). One request of
     unknown tokens when it reports none, or a usage that cannot be read (logged)."""
-    usage = _field(answer, "usage") if not isinstance(answer, (str, bytes)) else _MISSING
-    if isinstance(answer, str):
-        usage = getattr(answer, "usage", _MISSING)
+    usage = _field(answer, "usage")
     if usage is _MISSING or usage is None:
         return SummaryCost(1)
     try:
