@@ -21,10 +21,12 @@ from bareagent_compact import (
     CompactionResult,
     Compactor,
     Reason,
+    SummaryCost,
     dialects,
     estimate_tokens,
     find_orphans,
 )
+from bareagent_compact.providers import SummaryText
 from conftest import MemoryTranscripts, tool_history, tool_round
 from converters import to_chat, to_responses
 
@@ -807,5 +809,26 @@ def test_a_swap_without_steps_meanwhile_pins_nothing() -> None:
         result = await compactor(messages, force=True)
         assert result.action is Action.FULL and result.pinned_identifiers == 0
         assert pinned_lines(messages) == []
+
+    run(main())
+
+
+def test_a_summary_made_in_the_background_reports_what_its_request_used() -> None:
+    class CostedProvider(GatedProvider):
+        async def __call__(self, prompt: list[dict[str, Any]], /) -> str:
+            text = await super().__call__(prompt)
+            return SummaryText(text, {"prompt_tokens": 700, "completion_tokens": 9,
+                                      "prompt_tokens_details": {"cached_tokens": 512}})
+
+    async def main() -> None:
+        provider = CostedProvider()
+        compactor, messages = await started(provider)
+        quiet = await compactor(messages)
+        assert quiet.action is Action.NONE and quiet.cost is None
+        provider.release.set()
+        await settle()
+        result = await compactor(messages)
+        assert result.action is Action.FULL
+        assert result.cost == SummaryCost(1, 700, 512, None, 9)
 
     run(main())

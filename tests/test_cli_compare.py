@@ -4,6 +4,7 @@ session under several settings and prices each with the prompt-cache model."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 import xml.etree.ElementTree as ET
@@ -12,10 +13,14 @@ from typing import Any
 
 import pytest
 
+from bareagent_compact import OfflineSummarizer
 from bareagent_compact.cli import main
+from bareagent_compact.cli.compare import Prices, figures
 from bareagent_compact.cli.demo import scripted_history
+from bareagent_compact.cli.replay import replay
 from bareagent_compact.cli.turns import PromptCache
 from bareagent_compact.prompts import ENGLISH_ACKNOWLEDGEMENT
+from bareagent_compact.providers import SummaryText
 from bareagent_compact.tokens import estimate_tokens, quarters_to_tokens, text_quarters
 
 DEMO_THRESHOLD = "6000"
@@ -162,7 +167,9 @@ def test_compare_reports_every_setting_in_order(
     options = [s["options"] for s in report["settings"]]
     assert [o["threshold"] for o in options] == [6000, 6000, 9000, 4000]
     assert [o["micro"] for o in options] == ["spec", "cache-friendly", "spec", "cache-friendly"]
-    assert report["prices"] == {"cache_write": 1.25, "cache_read": 0.1, "output": 5.0}
+    assert report["prices"] == {
+        "cache_write": 1.25, "cache_read": 0.1, "output": 5.0, "input": 1.0, "per_million": False
+    }
     assert report["settings"][0]["summary"]["vs_first"] == 1.0
     for setting in report["settings"]:
         summary = setting["summary"]
@@ -268,6 +275,85 @@ def test_the_summary_requests_of_a_command_are_priced(
         )
 
 
+def _priced(turns: list[dict[str, Any]], price: dict[str, float]) -> float:
+    """A setting's cost at ``price`` per million tokens, recomputed from its turns."""
+    total = 0.0
+    for t in turns:
+        cache = t["cache"]
+        total += cache["uncached"] * price["input"] + cache["written"] * price["cache_write"]
+        total += cache["read"] * price["cache_read"]
+        summary_uncached = (
+            t["summary_input_tokens"] - t["summary_cache_read"] - t["summary_cache_written"]
+        )
+        total += summary_uncached * price["input"] + t["summary_output_tokens"] * price["output"]
+        total += t["summary_cache_read"] * price["cache_read"]
+        total += t["summary_cache_written"] * price["cache_write"]
+    return total / 1_000_000
+
+
+SONNET = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
+
+
+@pytest.mark.parametrize("given", ["inline", "file", "input only"])
+def test_a_price_table_per_million_tokens_prices_every_setting_summaries_included(
+    capsys: pytest.CaptureFixture[str], demo: Path, tmp_path: Path, given: str
+) -> None:
+    table = ",".join(f"{key}={value:g}" for key, value in SONNET.items())
+    if given == "file":
+        path = tmp_path / "prices.json"
+        path.write_text(json.dumps(SONNET), encoding="utf-8")
+        table = str(path)
+    elif given == "input only":  # the rest at Anthropic's shares of it
+        table = "input=3"
+    report = compare(capsys, demo, "default,threshold=3000", "--prices", table)
+    assert report["prices"] == {**SONNET, "per_million": True}
+    for setting in report["settings"]:
+        summary, turns = setting["summary"], setting["turns"]
+        assert summary["summary_calls"] > 0 and summary["summary_input_tokens"] > 0
+        assert summary["cost"] == pytest.approx(_priced(turns, SONNET), abs=1e-5)
+        summaries = (
+            summary["summary_input_tokens"] * 3.0 + summary["summary_output_tokens"] * 15.0
+        ) / 1_000_000  # the offline summariser's requests read nothing from a cache
+        assert summary["summary_cost"] == pytest.approx(summaries, abs=1e-5)
+        assert summary["cost"] > summary["request_cost"] > 0
+
+
+def test_the_table_with_a_price_table_shows_the_costs_in_its_currency(
+    capsys: pytest.CaptureFixture[str], demo: Path
+) -> None:
+    argv = ["replay", str(demo), "--threshold", DEMO_THRESHOLD, "--compare", "default"]
+    code, out, err = run(capsys, *argv, "--prices", "input=3,output=15")
+    assert code == 0, err
+    row = next(line for line in out.splitlines() if line.startswith("default"))
+    assert re.search(r"\d\.\d\d +\d\.\d\d +1\.00x$", row), row
+    assert "at these prices per million tokens (input 3," in out
+    assert "output 15)" in out
+
+
+@pytest.mark.parametrize(
+    "table",
+    ["", "input", "output=15", "input=3,input=4", "input=-1", "input=abc", "colour=3,input=1",
+     "/no/such/prices.json"],
+)  # fmt: skip
+def test_a_bad_price_table_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], demo: Path, table: str
+) -> None:
+    code, out, err = run(capsys, "replay", str(demo), "--compare", "default", "--prices", table)
+    assert code == 2 and out == ""
+    assert "--prices" in err
+
+
+def test_a_price_table_and_a_price_flag_together_are_refused(
+    capsys: pytest.CaptureFixture[str], demo: Path
+) -> None:
+    code, out, err = run(
+        capsys, "replay", str(demo), "--compare", "default", "--prices", "input=3",
+        "--output-price", "4",
+    )  # fmt: skip
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "--prices cannot be combined" in err
+
+
 @pytest.mark.parametrize(
     "spec",
     [
@@ -330,3 +416,37 @@ def test_peak_means_the_same_in_replay_and_in_the_compare_table(
     assert max(t["tokens_in"] for t in plain["turns"]) > max(sent)  # they differ here
     report = compare(capsys, demo, "default")
     assert report["settings"][0]["summary"]["peak_context"] == plain["summary"]["peak_tokens"]
+
+
+# -- the summary requests' reported usage -------------------------------------------------
+
+
+def test_the_summary_requests_reported_cache_reads_are_priced_as_cache_reads() -> None:
+    usage = {"input_tokens": 100, "cache_read_input_tokens": 8_000,
+             "cache_creation_input_tokens": 400, "output_tokens": 50}
+
+    def cached(prompt: list[dict[str, Any]]) -> str:
+        return SummaryText("Summary: the work so far.", usage)
+
+    done = replay(scripted_history(), cached, threshold=3000)
+    compacted = [t for t in done.turns if t.summary_calls]
+    assert compacted
+    for turn in compacted:  # what the provider reported, not the estimate
+        assert turn.summary_input_tokens == 8_500 * turn.summary_calls
+        assert turn.summary_cache_read == 8_000 * turn.summary_calls
+        assert turn.summary_cache_written == 400 * turn.summary_calls
+        assert turn.summary_output_tokens == 50 * turn.summary_calls
+    calls = done.summary_calls
+    row = figures(done, Prices())
+    assert row["summary_cache_read"] == 8_000 * calls
+    assert row["summary_cost"] == pytest.approx(
+        calls * (100 + 8_000 * 0.1 + 400 * 1.25 + 50 * 5.0), abs=0.1
+    )
+
+
+def test_the_offline_summariser_reports_the_estimated_summary_tokens() -> None:
+    done = replay(scripted_history(), OfflineSummarizer(), threshold=3000)
+    compacted = [t for t in done.turns if t.summary_calls]
+    assert compacted
+    assert all(t.summary_input_tokens > 0 and t.summary_output_tokens > 0 for t in compacted)
+    assert all(t.summary_cache_read == t.summary_cache_written == 0 for t in compacted)

@@ -20,6 +20,7 @@ import pytest
 from bareagent_compact import Action, AsyncCompactor, Compactor
 from bareagent_compact.compactor import summary_text
 from bareagent_compact.providers import (
+    SummaryText,
     anthropic_provider,
     bareagent_provider,
     openai_chat_provider,
@@ -565,3 +566,15 @@ def test_an_async_adapter_given_to_the_sync_compactor_is_refused_at_once() -> No
     client = anthropic_client(anthropic_message(text_block("S")), AsyncRecorder)
     with pytest.raises(TypeError, match="AsyncCompactor"):
         Compactor(provider=anthropic_provider(client, "m"), threshold=100)
+
+
+def test_the_adapters_answer_is_the_text_as_a_str_carrying_the_responses_usage() -> None:
+    usage = {"input_tokens": 10, "cache_read_input_tokens": 4_000, "output_tokens": 25}
+    answer = {"content": [{"type": "text", "text": "Goal: fix app.py."}],
+              "stop_reason": "end_turn", "usage": usage}
+    summary = anthropic_provider(anthropic_client(answer), "claude-test")(PROMPT)
+    assert isinstance(summary, SummaryText) and isinstance(summary, str)
+    assert summary == "Goal: fix app.py." and summary.usage is usage
+    assert type(summary_text(summary)) is str  # the history gets a plain str
+    no_usage = anthropic_provider(anthropic_client({**answer, "usage": None}), "claude-test")
+    assert no_usage(PROMPT).usage is None

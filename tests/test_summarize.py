@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from bareagent_compact import Action, AsyncCompactor, Compactor, Reason
+from bareagent_compact import Action, AsyncCompactor, Compactor, Reason, SummaryCost
 from bareagent_compact.prompts import (
     CHINESE_ROLLING_LEAD_IN,
     ENGLISH_ROLLING_LEAD_IN,
     ENGLISH_SUMMARY_PROMPT,
     SUMMARY_PREFIX,
 )
+from bareagent_compact.providers import SummaryText
 from bareagent_compact.serialize import _serialize
 from bareagent_compact.summarize import (
     MIN_BUDGET,
@@ -479,3 +480,73 @@ def test_parts_are_logged_only_when_there_are_two_or_more(
     assert done.parts == len(prompts) and (len(prompts) == 1) == (rounds == 2)
     parts = [] if len(prompts) == 1 else range(1, len(prompts) + 1)
     assert told == [f"summarising part {n}" for n in parts]
+
+
+class CostedSummarizer(LimitedSummarizer):
+    """A ``LimitedSummarizer`` whose answers carry an Anthropic-shaped usage: each
+    request's size in characters, half of it read from the cache, 7 tokens written."""
+
+    def __call__(self, prompt: list[dict[str, Any]]) -> str:
+        text = super().__call__(prompt)
+        self.outputs = [*getattr(self, "outputs", []), len(text)]
+        size = len(prompt[1]["content"])
+        usage = {"input_tokens": size - size // 2 - 7, "cache_read_input_tokens": size // 2,
+                 "cache_creation_input_tokens": 7, "output_tokens": len(text)}
+        return SummaryText(text, usage)
+
+
+def test_the_cost_of_a_summary_in_parts_sums_every_parts_usage() -> None:
+    summarizer = CostedSummarizer(limit=10_000)
+    messages = session(parts=6, part_chars=6_000)
+    result = Compactor(summarizer, threshold=1_000, keep_recent=1_000,
+                       summary_input_tokens=2_000)(messages)
+    assert result.action is Action.FULL and result.parts > 1
+    sizes, outputs = summarizer.sizes, summarizer.outputs
+    read = sum(s // 2 for s in sizes)
+    assert result.cost == SummaryCost(result.parts, sum(sizes), read, 7 * len(sizes), sum(outputs))
+
+
+def test_the_cost_counts_the_overflowing_requests_without_tokens() -> None:
+    summarizer = CostedSummarizer(limit=20_000)
+    messages = session(parts=5, part_chars=18_000)
+    result = Compactor(summarizer, threshold=1_000, keep_recent=1_000)(messages)
+    assert result.action is Action.FULL
+    cost = result.cost
+    assert cost is not None
+    assert cost.requests == result.summary_calls == summarizer.calls
+    assert summarizer.calls > len(summarizer.sizes)  # some requests overflowed
+    assert cost.input_tokens == sum(summarizer.sizes)  # only the answered ones report usage
+
+
+def test_a_provider_returning_a_plain_str_reports_an_unknown_cost() -> None:
+    messages = session(parts=2, part_chars=500)
+    result = Compactor(RecordingProvider(), threshold=100, keep_recent=100)(messages, force=True)
+    assert result.action is Action.FULL
+    assert result.cost == SummaryCost(1, None, None, None, None)
+
+
+def test_no_summary_request_means_no_cost() -> None:
+    result = Compactor(RecordingProvider(), threshold=100_000)(session(parts=1, part_chars=100))
+    assert result.action is Action.NONE
+    assert result.cost is None
+
+
+def test_an_sdk_response_returned_as_it_is_reports_its_usage() -> None:
+    def raw(prompt: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"choices": [{"finish_reason": "stop",
+                             "message": {"role": "assistant", "content": "the summary"}}],
+                "usage": {"prompt_tokens": 900, "completion_tokens": 30,
+                          "prompt_tokens_details": {"cached_tokens": 512}}}
+
+    result = Compactor(raw, threshold=100, keep_recent=100)(session(2, 500), force=True)
+    assert result.action is Action.FULL
+    assert result.cost == SummaryCost(1, 900, 512, None, 30)
+
+
+def test_a_failed_summary_still_reports_what_its_requests_used() -> None:
+    def empty(prompt: list[dict[str, Any]]) -> str:
+        return SummaryText("  ", {"input_tokens": 50, "output_tokens": 1})
+
+    result = Compactor(empty, threshold=100, keep_recent=100)(session(2, 500), force=True)
+    assert result.action is Action.FAILED
+    assert result.cost == SummaryCost(1, 50, None, None, 1)

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from bareagent_compact import Compactor, input_tokens_of
+from bareagent_compact import Compactor, SummaryCost, input_tokens_of
+from bareagent_compact.usage import answer_cost, cost_of
 
 
 def test_an_int_is_the_size_itself() -> None:
@@ -119,3 +120,30 @@ def test_record_usage_with_an_absurd_size_is_a_value_error_not_an_overflow(usage
 def test_a_float_size_even_infinite_is_refused_without_an_overflow(usage: object) -> None:
     with pytest.raises(TypeError, match="must be an int"):
         input_tokens_of(usage)
+
+
+def test_the_cost_of_an_anthropic_request_counts_its_cache_reads_and_writes_apart() -> None:
+    usage = {"input_tokens": 12, "cache_read_input_tokens": 3_000,
+             "cache_creation_input_tokens": 40, "output_tokens": 200}
+    assert cost_of(usage) == SummaryCost(1, 3_052, 3_000, 40, 200)
+    assert cost_of({"input_tokens": 12, "cache_read_input_tokens": None,
+                    "output_tokens": 5}) == SummaryCost(1, 12, None, None, 5)
+
+
+def test_the_cost_of_an_openai_request_reads_its_cached_tokens() -> None:
+    chat = SimpleNamespace(prompt_tokens=2_048, completion_tokens=17,
+                           prompt_tokens_details=SimpleNamespace(cached_tokens=1_024))
+    assert cost_of(chat) == SummaryCost(1, 2_048, 1_024, None, 17)
+    assert cost_of({"prompt_tokens": 9, "completion_tokens": 1}) == SummaryCost(1, 9, None, None, 1)
+    responses = {"input_tokens": 7_000, "input_tokens_details": {"cached_tokens": 6_500},
+                 "output_tokens": 300}
+    assert cost_of(responses) == SummaryCost(1, 7_000, 6_500, None, 300)
+
+
+@pytest.mark.parametrize(
+    "answer", ["plain text", None, {"usage": None}, SimpleNamespace(text="t"), {"usage": "bad"}]
+)
+def test_an_answer_without_a_readable_usage_is_one_request_of_unknown_tokens(
+    answer: object,
+) -> None:
+    assert answer_cost(answer) == SummaryCost(1)

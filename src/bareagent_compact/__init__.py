@@ -41,7 +41,7 @@ from bareagent_compact.protocols import (
     TranscriptManager,
 )
 from bareagent_compact.recall import DEFAULT_RECALL_LIMIT, RECALL_TOOL_NAME, recall_tool
-from bareagent_compact.result import Action, CompactionEvent, CompactionResult, Reason
+from bareagent_compact.result import Action, CompactionEvent, CompactionResult, Reason, SummaryCost
 from bareagent_compact.serialize import _serialize
 from bareagent_compact.stores.errors import CorruptTranscriptError, SnapshotNotFoundError
 from bareagent_compact.tokens import estimate_tokens
@@ -88,6 +88,7 @@ __all__ = [
     "Snapshot",
     "SnapshotNotFoundError",
     "SqlTranscriptManager",
+    "SummaryCost",
     "SummaryProvider",
     "TokenCounter",
     "TranscriptManager",

@@ -10,7 +10,7 @@ checked up front.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
 
 Message: TypeAlias = dict[str, Any]
@@ -79,6 +79,9 @@ class ServerSummary:
 
     messages: tuple[Message, ...]
     text: str = ""
+    usage: Any = field(default=None, compare=False, repr=False)
+    """The usage the API reported for the request (the built-in server
+    summarisers set it), read into ``CompactionResult.cost``; ``None`` if none."""
 
 
 class ServerSummaryProvider(Protocol):

@@ -93,6 +93,44 @@ class CompactionEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class SummaryCost:
+    """What the summary requests of one full compaction used, as the API reported it.
+
+    ``requests`` is how many summary requests were sent (every part, and the
+    requests the overflow retry sent again). The token counts are summed over
+    the answers that reported them, and are ``None`` (unknown, not 0) when none
+    did: a provider returning a plain ``str`` reports nothing. ``input_tokens``
+    is the whole input, cache reads and writes included (Anthropic's
+    ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``,
+    OpenAI's ``prompt_tokens`` or ``input_tokens``); ``cache_read_tokens`` what
+    of it was read from the prompt cache (Anthropic ``cache_read_input_tokens``,
+    OpenAI ``cached_tokens``); ``cache_write_tokens`` what was written to it
+    (Anthropic ``cache_creation_input_tokens``; OpenAI reports none);
+    ``output_tokens`` the answers' tokens.
+    """
+
+    requests: int = 0
+    input_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    output_tokens: int | None = None
+
+    def plus(self, other: SummaryCost) -> SummaryCost:
+        """The cost of both: requests added, each count summed where either knows it."""
+        return SummaryCost(
+            self.requests + other.requests,
+            _sum(self.input_tokens, other.input_tokens),
+            _sum(self.cache_read_tokens, other.cache_read_tokens),
+            _sum(self.cache_write_tokens, other.cache_write_tokens),
+            _sum(self.output_tokens, other.output_tokens),
+        )
+
+
+def _sum(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else a + b
+
+
+@dataclass(frozen=True, slots=True)
 class CompactionResult:
     """An immutable report of one ``compactor(messages)`` call.
 
@@ -142,6 +180,9 @@ class CompactionResult:
     """Identifiers (paths, URLs, error lines, ids, numbers) that the steps taken
     while a background summary was made used, that only the summarised part held,
     and that the pinned block holds (see :mod:`bareagent_compact.facts`)."""
+    cost: SummaryCost | None = field(default=None, compare=False)
+    """What the summary requests of this call used (:class:`SummaryCost`);
+    ``None`` when no summary was asked for. It takes no part in ``==``."""
 
     def __post_init__(self) -> None:
         if self.tokens_before_micro == _UNSET:

@@ -24,8 +24,8 @@ from bareagent_compact import dialects
 from bareagent_compact.overflow import is_context_overflow
 from bareagent_compact.pairs import find_orphans
 from bareagent_compact.protocols import Message, ServerCompactionRequest, ServerSummary
-from bareagent_compact.result import Reason
-from bareagent_compact.summarize import MAX_HALVINGS, Summarized, SummaryRequest, segments
+from bareagent_compact.result import Reason, SummaryCost
+from bareagent_compact.summarize import MAX_HALVINGS, Summarized, SummaryRequest, segments, spent
 from bareagent_compact.validate import validate_messages
 
 logger = logging.getLogger("bareagent_compact.compactor")
@@ -105,12 +105,14 @@ def summarize_on_server(
     source, again, up to ``MAX_HALVINGS`` times."""
     covered = len(source)
     calls = 0
+    cost = SummaryCost()
     for _ in range(MAX_HALVINGS + 1):
         request = ServerCompactionRequest(
             [*systems, *prefix, *source[:covered]], instructions or None
         )
         answer = yield SummaryRequest(request)
         calls += 1
+        cost = cost.plus(spent(answer))
         error = getattr(answer, "error", None)
         if error is not None and is_context_overflow(error):
             covered = _half(source, covered)
@@ -121,9 +123,9 @@ def summarize_on_server(
                     covered,
                 )
                 continue
-            return Summarized(None, Reason.CONTEXT_OVERFLOW, calls, 0)
+            return Summarized(None, Reason.CONTEXT_OVERFLOW, calls, 0, cost=cost)
         server, reason = read_server_summary(answer)
         if server is None:
-            return Summarized(None, reason, calls, 0)
-        return Summarized(server.text, None, calls, 1, server, covered)
-    return Summarized(None, Reason.CONTEXT_OVERFLOW, calls, 0)
+            return Summarized(None, reason, calls, 0, cost=cost)
+        return Summarized(server.text, None, calls, 1, server, covered, cost)
+    return Summarized(None, Reason.CONTEXT_OVERFLOW, calls, 0, cost=cost)

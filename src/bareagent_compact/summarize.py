@@ -29,8 +29,9 @@ from bareagent_compact.overflow import is_context_overflow
 from bareagent_compact.plain import plain_view
 from bareagent_compact.prompts import SUMMARY_PREFIX
 from bareagent_compact.protocols import Message, ServerCompactionRequest, ServerSummary
-from bareagent_compact.result import Reason
+from bareagent_compact.result import Reason, SummaryCost
 from bareagent_compact.serialize import _escape_role_lines, _serialize, render_message, tool_names
+from bareagent_compact.usage import answer_cost
 
 logger = logging.getLogger("bareagent_compact.compactor")
 
@@ -116,12 +117,17 @@ class SummaryRequest(NamedTuple):
     prompt: list[Message] | ServerCompactionRequest
 
 
+NO_COST: Final = SummaryCost()
+"""The cost of no request."""
+
+
 @dataclass(frozen=True, slots=True)
 class Summarized:
     """What the summary requests came to: the text, or why there is none.
 
     A server summariser's answer is ``server``, standing for the first
-    ``covered`` messages of the source (the rest is kept as it is after it)."""
+    ``covered`` messages of the source (the rest is kept as it is after it).
+    ``cost``: what the requests used, as their answers reported it."""
 
     text: str | None
     reason: Reason | None
@@ -129,6 +135,20 @@ class Summarized:
     parts: int
     server: ServerSummary | None = None
     covered: int = 0
+    cost: SummaryCost = NO_COST
+
+    @property
+    def sent_cost(self) -> SummaryCost | None:
+        """``cost``, or ``None`` when no request was sent."""
+        return self.cost if self.cost.requests else None
+
+
+def spent(answer: Any) -> SummaryCost:
+    """What the request that gave the ``Outcome`` ``answer`` used: its answer's
+    usage, or one request of unknown tokens (a failed one reports none)."""
+    if getattr(answer, "failed", True):
+        return SummaryCost(1)
+    return answer_cost(getattr(answer, "value", None))
 
 
 Counter = Callable[[list[Message]], int]
@@ -367,28 +387,31 @@ def summarize_source(
     (instructions) may be cut. ``rolling``: a previous summary opens the source,
     so ``lead_in`` opens the first part as it does the one request."""
     calls = 0
+    cost = SummaryCost()
     base_tokens = count([{"role": "system", "content": base_prompt or system_prompt}])
     for _ in range(MAX_HALVINGS + 1):
         if spec_prompt is not None and count(spec_prompt) <= budget:
             answer = yield SummaryRequest(spec_prompt)
             calls += 1
+            cost = cost.plus(spent(answer))
             if _overflowed(answer) and _halvable(budget, base_tokens):
                 budget //= 2
                 logger.warning("the summary request was too long for the model; retrying "
                                "in parts of at most %d tokens", budget)
                 continue
             text, reason = read(answer)
-            return Summarized(text, reason, calls, 1)
+            return Summarized(text, reason, calls, 1, cost=cost)
         prompts = _Budgeted(system_prompt, count, budget, base_prompt)
         done = yield from _in_parts(source, prompts, lead_in, rolling, read)
         calls += done.calls
+        cost = cost.plus(done.cost)
         if done.reason is Reason.CONTEXT_OVERFLOW and _halvable(budget, base_tokens):
             budget //= 2
             logger.warning("a summary part was too long for the model; retrying in parts "
                            "of at most %d tokens", budget)
             continue
-        return Summarized(done.text, done.reason, calls, done.parts)
-    return Summarized(None, Reason.CONTEXT_OVERFLOW, calls, 0)
+        return Summarized(done.text, done.reason, calls, done.parts, cost=cost)
+    return Summarized(None, Reason.CONTEXT_OVERFLOW, calls, 0, cost=cost)
 
 
 def _halvable(budget: int, base_tokens: int) -> bool:
@@ -419,19 +442,21 @@ def _in_parts(
     units = _Units(source, prompts.size, history_room(prompts.budget))
     running: str | None = None
     calls = 0
+    cost = SummaryCost()
     while units.peek() is not None:
         carry = "" if running is None else CARRY_HEAD + running
         frame = prompts.frame(lead_in if rolling or running is not None else "", carry)
         body = None if frame is None else prompts.fill(frame, units)
         if frame is None or body is None:
-            return Summarized(None, Reason.SUMMARY_BUDGET_TOO_SMALL, calls, calls)
+            return Summarized(None, Reason.SUMMARY_BUDGET_TOO_SMALL, calls, calls, cost=cost)
         calls += 1
         _tell_part(calls, units.peek() is not None)
         answer = yield SummaryRequest(prompts.prompt_of(frame.system, body))
         del body
+        cost = cost.plus(spent(answer))
         if _overflowed(answer):
-            return Summarized(None, Reason.CONTEXT_OVERFLOW, calls, calls)
+            return Summarized(None, Reason.CONTEXT_OVERFLOW, calls, calls, cost=cost)
         running, reason = read(answer)
         if running is None:
-            return Summarized(None, reason, calls, calls)
-    return Summarized(running, None, calls, calls)
+            return Summarized(None, reason, calls, calls, cost=cost)
+    return Summarized(running, None, calls, calls, cost=cost)

@@ -13,10 +13,14 @@ Dicts and SDK objects are read alike (by key or by attribute), so no SDK is impo
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Final
 
+from bareagent_compact.result import SummaryCost
 from bareagent_compact.validate import check_int
+
+logger = logging.getLogger(__name__)
 
 _ANTHROPIC_CACHE_FIELDS: Final = ("cache_read_input_tokens", "cache_creation_input_tokens")
 _MISSING: Final = object()
@@ -95,3 +99,52 @@ def _reported_size(usage: object) -> int:
         raise ValueError("usage field 'input_tokens' is None")
     # Anthropic reports cached tokens apart; OpenAI Responses has no such fields.
     return _bounded("usage", sum(_tokens(usage, name, optional=True) for name in fields))
+
+
+def _optional(usage: object, *path: str) -> int | None:
+    """The ``int`` at ``path`` (``"prompt_tokens_details", "cached_tokens"``), or
+    ``None`` when a field on the way is missing or ``None``."""
+    value: object = usage
+    for name in path:
+        value = _field(value, name)
+        if value is _MISSING or value is None:
+            return None
+    return _bounded(f"usage field {path[-1]!r}", check_int(f"usage field {path[-1]!r}", value))
+
+
+def cost_of(usage: object) -> SummaryCost:
+    """What one request used, from its response's usage (Anthropic, OpenAI Chat or
+    Responses; dicts and SDK objects alike): a :class:`SummaryCost` of one request.
+
+    >>> cost = cost_of({"input_tokens": 12, "cache_read_input_tokens": 3000,
+    ...                 "cache_creation_input_tokens": 40, "output_tokens": 200})
+    >>> cost.input_tokens, cost.cache_read_tokens, cost.cache_write_tokens, cost.output_tokens
+    (3052, 3000, 40, 200)
+    """
+    if _field(usage, "prompt_tokens") not in (_MISSING, None):  # OpenAI Chat Completions
+        read = _optional(usage, "prompt_tokens_details", "cached_tokens")
+        output = _optional(usage, "completion_tokens")
+        return SummaryCost(1, _reported_size(usage), read, None, output)
+    size = _reported_size(usage)
+    output = _optional(usage, "output_tokens")
+    if _field(usage, "input_tokens_details") not in (_MISSING, None):  # OpenAI Responses
+        return SummaryCost(1, size, _optional(usage, "input_tokens_details", "cached_tokens"),
+                           None, output)
+    read, write = (_optional(usage, name) for name in _ANTHROPIC_CACHE_FIELDS)
+    return SummaryCost(1, size, read, write, output)
+
+
+def answer_cost(answer: object) -> SummaryCost:
+    """What the request that gave ``answer`` used: a provider's answer with a
+    ``usage`` (a :class:`~bareagent_compact.providers.SummaryText` of the built-in
+    adapters, an SDK response returned as it is, or its dict). One request of
+    unknown tokens when it reports none, or a usage that cannot be read (logged)."""
+    usage = _field(answer, "usage")
+    if usage is _MISSING or usage is None:
+        return SummaryCost(1)
+    try:
+        return cost_of(usage)
+    except (TypeError, ValueError):
+        logger.info("the summary answer's usage could not be read; its cost is unknown",
+                    exc_info=True)
+        return SummaryCost(1)

@@ -22,7 +22,7 @@ from _fake_server import (
     openai_client,
 )
 
-from bareagent_compact import Action, AsyncCompactor, Compactor
+from bareagent_compact import Action, AsyncCompactor, Compactor, SummaryCost
 from bareagent_compact.providers import (
     anthropic_provider,
     openai_chat_provider,
@@ -240,3 +240,87 @@ def test_an_async_provider_returning_the_real_sdk_response_is_read_as_its_text(
     result = asyncio.run(AsyncCompactor(provider=provider, threshold=1000)(messages))
     assert result.action is Action.FULL
     assert SUMMARY_TEXT in messages[0]["content"]
+
+
+def _answer(path: str) -> dict[str, Any]:
+    """A summary answer of each API, its usage with cache reads (and an Anthropic write)."""
+    text = "the summary"
+    if path == "/v1/messages":
+        return {
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "fake-model",
+            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 120, "cache_read_input_tokens": 9_000,
+                      "cache_creation_input_tokens": 300, "output_tokens": 80},
+        }  # fmt: skip
+    if path == "/v1/chat/completions":
+        return {
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "fake-model",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": 9_420, "completion_tokens": 80, "total_tokens": 9_500,
+                      "prompt_tokens_details": {"cached_tokens": 9_000}},
+        }  # fmt: skip
+    return {
+        "id": "resp_1", "object": "response", "created_at": 1, "model": "fake-model",
+        "status": "completed", "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+        "output": [{"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+        "usage": {"input_tokens": 9_420, "input_tokens_details": {"cached_tokens": 9_000},
+                  "output_tokens": 80, "output_tokens_details": {"reasoning_tokens": 0},
+                  "total_tokens": 9_500},
+    }  # fmt: skip
+
+
+def _mocked_client(name: str, asynchronous: bool) -> Any:
+    http = http_library("anthropic" if name == "anthropic" else "openai")
+
+    def handler(request: Any) -> Any:
+        return http.Response(200, json=_answer(request.url.path))
+
+    transport = http.MockTransport(handler)
+    client_class: Any = http.AsyncClient if asynchronous else http.Client
+    if name == "anthropic":
+        sdk: Any = anthropic.AsyncAnthropic if asynchronous else anthropic.Anthropic
+        return sdk(api_key="x", base_url=BASE_URL, http_client=client_class(transport=transport))
+    sdk = openai.AsyncOpenAI if asynchronous else openai.OpenAI
+    http_client = client_class(transport=transport)
+    return sdk(api_key="x", base_url=BASE_URL + "/v1", http_client=http_client)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
+def test_a_full_compaction_carries_the_usage_the_real_clients_response_reported(
+    name: str, asynchronous: bool
+) -> None:
+    factory, _, _ = ADAPTERS[name]
+    provider = factory(_mocked_client(name, asynchronous), "fake-model")
+    messages = long_history(4)
+    if asynchronous:
+        compactor = AsyncCompactor(provider=provider, threshold=1000)
+        result = asyncio.run(compactor(messages, force=True))
+    else:
+        result = Compactor(provider=provider, threshold=1000)(messages, force=True)
+    assert result.action is Action.FULL
+    write = 300 if name == "anthropic" else None  # OpenAI reports no cache writes
+    assert result.cost == SummaryCost(1, 9_420, 9_000, write, 80)
+
+
+OUTPUT_TOKENS = {"anthropic": 20, "openai_chat": 5, "openai_responses": 5}
+"""The output tokens the fake API reports for every answer."""
+
+
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
+def test_the_cost_sums_every_part_of_a_summary_and_the_overflow_retry(name: str) -> None:
+    factory, make_client, _ = ADAPTERS[name]
+    server = FakeServer(context_window=6000)
+    compactor = Compactor(provider=factory(make_client(server), "fake-model"), threshold=1000)
+    result = compactor(long_history(), force=True)
+    assert result.action is Action.FULL
+    assert server.stats.overflows >= 1 and result.parts > 1
+    cost = result.cost
+    assert cost is not None
+    assert cost.requests == result.summary_calls  # the refused requests counted too
+    # Only the answered requests report usage: every part's answer, summed.
+    assert cost.output_tokens == OUTPUT_TOKENS[name] * server.stats.summary_requests
+    assert cost.input_tokens is not None and cost.input_tokens > 0

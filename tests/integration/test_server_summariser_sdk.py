@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
+import json
 import logging
 from types import SimpleNamespace as NS
 from typing import Any
@@ -28,6 +29,7 @@ from bareagent_compact import (
     Reason,
     ServerCompactionRequest,
     ServerSummary,
+    SummaryCost,
     check_request,
     dialects,
     estimate_tokens,
@@ -462,3 +464,20 @@ def test_a_responses_loop_keeps_no_live_message_before_the_window() -> None:
         messages += results_for("responses", reply, turn)
     assert len(windows) >= 3
     assert server.stats.rejections == []
+
+
+@pytest.mark.parametrize("api", ["anthropic", "responses"])
+def test_a_server_compaction_carries_the_usage_the_api_reported(api: str) -> None:
+    server = FakeServer(keep_bodies=True)
+    if api == "anthropic":
+        summariser = anthropic_server_compaction(anthropic_client(server), "fake-model")
+        history = anthropic_history()
+    else:
+        summariser = openai_responses_compaction(openai_client(server), "fake-model")
+        history = responses_history()
+    result = Compactor(summariser, threshold=100)(history)
+    assert result.action is Action.FULL
+    _, body = server.stats.bodies[-1]
+    tokens = len(json.dumps(body)) // 4  # what the fake API reports as the input
+    cached = None if api == "anthropic" else 0
+    assert result.cost == SummaryCost(1, tokens, cached, None, 40)

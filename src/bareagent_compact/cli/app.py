@@ -13,7 +13,13 @@ import bareagent_compact
 from bareagent_compact.cli.command import COMMAND_TIMEOUT, MAX_OUTPUT_BYTES
 from bareagent_compact.cli.common import EXIT_FAILED, EXIT_USAGE, PROG, CliError, CommandFailed
 from bareagent_compact.cli.compact import cmd_compact
-from bareagent_compact.cli.compare import CACHE_READ_PRICE, CACHE_WRITE_PRICE, OUTPUT_PRICE
+from bareagent_compact.cli.compare import (
+    CACHE_READ_PRICE,
+    CACHE_WRITE_PRICE,
+    OUTPUT_PRICE,
+    Prices,
+    parse_prices,
+)
 from bareagent_compact.cli.demo import DEMO_THRESHOLD
 from bareagent_compact.cli.look import STORE_ENV, cmd_estimate, cmd_inspect, cmd_show
 from bareagent_compact.cli.readers import AUTO, FORMATS, HistoryError
@@ -64,6 +70,13 @@ def _positive_int(text: str) -> int:
     if value == 0:
         raise argparse.ArgumentTypeError("expected a number > 0, got 0")
     return value
+
+
+def _prices(text: str) -> Prices:
+    try:
+        return parse_prices(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _price(text: str) -> float:
@@ -189,6 +202,14 @@ def _compare_options(parser: argparse.ArgumentParser) -> None:
             default=default,
             help=f"price of {what}, in input-token prices (default {default:g}, Anthropic's)",
         )
+    parser.add_argument(
+        "--prices",
+        metavar="TABLE",
+        type=_prices,
+        help="a price table per million tokens, e.g. input=3,output=15,cache_read=0.3,"
+        "cache_write=3.75, or a JSON file of those keys: costs in that currency "
+        "(instead of the three prices above)",
+    )
     parser.add_argument(
         "--cache-min-tokens",
         type=_non_negative,

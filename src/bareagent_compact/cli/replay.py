@@ -19,7 +19,7 @@ from bareagent_compact.cli.turns import CountingProvider, PromptCache, TurnRecor
 from bareagent_compact.compactor import Compactor
 from bareagent_compact.prompts import DEFAULT_THRESHOLD
 from bareagent_compact.protocols import Message, SummaryProvider
-from bareagent_compact.result import Action
+from bareagent_compact.result import Action, SummaryCost
 from bareagent_compact.tokens import estimate_tokens
 
 __all__ = [
@@ -124,6 +124,12 @@ def replay(
     return ReplayResult(loop.turns, loop.working, threshold)
 
 
+def _known(cost: SummaryCost | None, name: str, estimate: int) -> int:
+    """What the summary requests' ``cost`` reported under ``name``, else ``estimate``."""
+    value = None if cost is None else getattr(cost, name)
+    return estimate if value is None else int(value)
+
+
 class _Loop:
     """The agent loop a replay plays again: the working history, what was fed, the turns."""
 
@@ -160,11 +166,14 @@ class _Loop:
             messages=len(self.working),
             summary_calls=counting.calls - calls,
         )
+        cost = result.cost
         self.turns.append(
             replace(
                 record,
-                summary_input_tokens=counting.input_tokens - sent,
-                summary_output_tokens=counting.output_tokens - got,
+                summary_input_tokens=_known(cost, "input_tokens", counting.input_tokens - sent),
+                summary_output_tokens=_known(cost, "output_tokens", counting.output_tokens - got),
+                summary_cache_read=_known(cost, "cache_read_tokens", 0),
+                summary_cache_written=_known(cost, "cache_write_tokens", 0),
                 cache=self.cache.request(self.working, result.tokens_after),
             )
         )

@@ -141,11 +141,11 @@ def _cmd_compare(
     plot: Path | None,
 ) -> int:
     """``replay --compare``: every setting replayed, one table (or JSON) and one chart."""
+    prices = _prices(args)
     outcomes = [
         Outcome(s, _replay(args, messages, summarizer[0], s.options, f"replaying {s.label}:"))
         for s in settings
     ]
-    prices = Prices(args.cache_write_price, args.cache_read_price, args.output_price)
     rows = compare_json(outcomes, prices)
     if plot is not None:
         series = [(o.setting.label, o.result.turns, o.threshold) for o in outcomes]
@@ -161,12 +161,26 @@ def _cmd_compare(
         f"replay --compare of {args.file}: {len(messages):,} messages, "
         f"{rows[0]['summary']['turns']:,} turns, {len(rows)} settings; {summarizer[1]}\n\n"
     )
-    write_table(out, rows)
+    write_table(out, rows, prices)
     write_notes(out, prices, args.cache_min_tokens)
     if plot is not None:
         out.write(f"picture: {plot}\n")
     failed = any(r["summary"]["failed"] for r in rows)
     return EXIT_FAILED if failed else 0
+
+
+def _prices(args: argparse.Namespace) -> Prices:
+    """The prices of ``--prices``, or of the three price flags (not both)."""
+    given = Prices(args.cache_write_price, args.cache_read_price, args.output_price)
+    if args.prices is None:
+        return given
+    if given != Prices():
+        raise CliError(
+            "--prices cannot be combined with --cache-write-price, --cache-read-price or "
+            "--output-price: give every price in the table"
+        )
+    prices: Prices = args.prices
+    return prices
 
 
 def _turn_json(t: TurnRecord) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from bareagent_compact.protocols import HasText, Message, SummaryProvider
+from bareagent_compact.providers import SummaryText
 from bareagent_compact.result import Action, CompactionResult
 from bareagent_compact.tokens import estimate_tokens, quarters_to_tokens, text_quarters
 
@@ -55,6 +56,10 @@ class TurnRecord:
     """The estimated input of this turn's summary requests."""
     summary_output_tokens: int = 0
     """The estimated output (the summaries) of this turn's summary requests."""
+    summary_cache_read: int = 0
+    """What of their input was read from the prompt cache, where the provider reported it."""
+    summary_cache_written: int = 0
+    """What of their input was written to the prompt cache, where the provider reported it."""
     cache: CacheUse = CacheUse()
     """How the request sent to the model met the prompt cache."""
 
@@ -85,7 +90,11 @@ class TurnRecord:
 
 
 class CountingProvider:
-    """Counts the calls of a summary provider and estimates their input and output."""
+    """Counts the calls of a summary provider and estimates their input and output.
+
+    A ``str`` answer that reports no usage is returned as a
+    :class:`~bareagent_compact.providers.SummaryText` carrying those estimates,
+    so ``CompactionResult.cost`` holds them."""
 
     def __init__(self, provider: SummaryProvider) -> None:
         self.provider = provider
@@ -95,11 +104,16 @@ class CountingProvider:
 
     def __call__(self, prompt: list[Message], /) -> str | HasText:
         self.calls += 1
-        self.input_tokens += estimate_tokens(prompt)
+        sent = estimate_tokens(prompt)
+        self.input_tokens += sent
         answer = self.provider(prompt)
         text = answer if isinstance(answer, str) else getattr(answer, "text", "")
-        if isinstance(text, str):
-            self.output_tokens += quarters_to_tokens(text_quarters(text))
+        if not isinstance(text, str):
+            return answer
+        got = quarters_to_tokens(text_quarters(text))
+        self.output_tokens += got
+        if isinstance(answer, str) and getattr(answer, "usage", None) is None:
+            return SummaryText(answer, {"input_tokens": sent, "output_tokens": got})
         return answer
 
 

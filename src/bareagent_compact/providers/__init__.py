@@ -21,8 +21,9 @@ them as a failed provider call (and may recognise an overflow).
 Each vendor's adapters live in their own module (``providers.anthropic``,
 ``providers.openai_chat``, ``providers.openai_responses``,
 ``providers.bareagent``); ``providers.answers`` reads a response a provider
-returned as it is. This package re-exports them (and the pipeline's
-``adapter_hint`` and ``response_text``).
+returned as it is. The summary functions return a :class:`SummaryText`: the
+text as a ``str``, carrying the response's ``usage``. This package re-exports
+them (and the pipeline's ``adapter_hint`` and ``response_text``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from bareagent_compact.providers._common import (
     AsyncSummaryFunction,
     ServerSummaryFunction,
     SummaryFunction,
+    SummaryText,
 )
 from bareagent_compact.providers._common import Prompt as Prompt
 from bareagent_compact.providers.answers import adapter_hint as adapter_hint
@@ -50,6 +52,7 @@ __all__ = [
     "AsyncSummaryFunction",
     "ServerSummaryFunction",
     "SummaryFunction",
+    "SummaryText",
     "anthropic_provider",
     "anthropic_server_compaction",
     "bareagent_provider",

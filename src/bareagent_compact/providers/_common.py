@@ -6,7 +6,8 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, TypeAlias
+from dataclasses import replace
+from typing import Any, Final, TypeAlias, cast
 
 from bareagent_compact.protocols import ServerCompactionRequest, ServerSummary
 from bareagent_compact.validate import check_int, check_name
@@ -103,6 +104,30 @@ def _split_prompt(prompt: object) -> tuple[str, list[dict[str, Any]]]:
     return "\n\n".join(system), dialogue
 
 
+class SummaryText(str):
+    """The summary text an adapter returns: a ``str`` (equal to the text, usable
+    wherever one is), with the ``usage`` the API reported for the request
+    (``None`` when it reported none), which the compactor reads into
+    :attr:`CompactionResult.cost <bareagent_compact.CompactionResult.cost>`."""
+
+    usage: object
+
+    def __new__(cls, text: str, usage: object = None) -> SummaryText:
+        made = super().__new__(cls, text)
+        made.usage = usage
+        return made
+
+
+def _with_usage(read: Callable[[object], str], response: object) -> SummaryText:
+    """The text ``read`` finds in ``response`` (or the server summary a server
+    summariser's reader makes of it), with the response's usage."""
+    found: object = read(response)
+    usage = _get(response, "usage")
+    if isinstance(found, ServerSummary):
+        return cast(SummaryText, replace(found, usage=usage))
+    return SummaryText(cast(str, found), usage)
+
+
 def _sync_or_async(
     create: Callable[..., Any],
     is_async: bool,
@@ -114,7 +139,7 @@ def _sync_or_async(
     if is_async:
 
         async def summarize_async(prompt: Prompt, /) -> str:
-            return read(await create(**request(prompt)))
+            return _with_usage(read, await create(**request(prompt)))
 
         summarize_async.__qualname__ = summarize_async.__name__ = f"{label}_async"
         return summarize_async
@@ -129,7 +154,7 @@ def _sync_or_async(
                 f"{label}: the client's create() returned an awaitable; pass is_async=True "
                 "(and use AsyncCompactor) for an asynchronous client"
             )
-        return read(response)
+        return _with_usage(read, response)
 
     summarize.__qualname__ = summarize.__name__ = label
     return summarize

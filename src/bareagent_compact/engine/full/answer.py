@@ -18,14 +18,15 @@ def summary_text(response: object) -> str | None:
     Usable: a ``str``, an object whose ``text`` attribute is a ``str``, or an SDK
     response returned as it is (an Anthropic ``Message``, an OpenAI
     ``ChatCompletion`` or ``Response``, or their dicts; read as the provider
-    adapters read them), holding something other than whitespace.
+    adapters read them), holding something other than whitespace. The usage
+    an answer carries is read apart (:func:`bareagent_compact.usage.answer_cost`).
     """
     text = response if isinstance(response, str) else getattr(response, "text", None)
     if not isinstance(text, str):
         text = response_text(response)
     if not isinstance(text, str) or not text.strip():
         return None
-    return text
+    return str(text)  # a plain str, whatever the adapter's str subclass carried
 
 
 def read_summary(answer: Outcome, truncated: int = 0) -> tuple[str | None, Reason | None]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bareagent_compact.result import Action, CompactionResult, Reason
+from bareagent_compact.result import Action, CompactionResult, Reason, SummaryCost
 from bareagent_compact.trigger import Trigger
 
 
@@ -20,6 +20,8 @@ class Attempt:
     parts: int = 0
     summary: str | None = None
     pinned_identifiers: int = 0
+    cost: SummaryCost | None = None
+    """What the summary requests used; ``None`` while none was sent."""
 
     def quiet(self, reason: Reason | None = None) -> CompactionResult:
         """No full compaction: what micro-compaction did, and why not."""
@@ -38,6 +40,7 @@ class Attempt:
             reason,
             self.calls,
             self.parts,
+            cost=self.cost,
         )
 
 

@@ -89,6 +89,7 @@ def swap(
         pending.attempt, force=attempt.force, tokens=attempt.tokens, truncated=attempt.truncated
     )
     joined.calls, joined.parts = done.calls, done.parts
+    joined.cost = done.sent_cost
     result = conclude(parts, turn, pending.plan, joined, done, watched=watched, background=True)
     yield from after(parts, result, joined.summary if result.action is Action.FULL else None)
     return result

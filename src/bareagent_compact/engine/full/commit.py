@@ -135,6 +135,7 @@ def _commit(
         replaced=tuple(done.replaced),
         rebuilt=tuple(rebuilt),
         pinned_identifiers=attempt.pinned_identifiers,
+        cost=attempt.cost,
     )
 
 

@@ -42,6 +42,7 @@ def run(parts: Parts, turn: Turn, truncated: int, tokens: int) -> Steps:
         return attempt.failure(parts.trigger, Reason.SNAPSHOT_FAILED)
     done = yield from summarise(parts, made, truncated)
     attempt.calls, attempt.parts = done.calls, done.parts
+    attempt.cost = done.sent_cost
     result = conclude(parts, turn, made, attempt, done, watched=watched)
     yield from after(parts, result, attempt.summary if result.action is Action.FULL else None)
     return result
