@@ -24,13 +24,14 @@ class TurnResults:
     (parallel calls) are weighed together, so that together they stay within
     the limit, as one result does."""
 
-    __slots__ = ("_budget", "_groups", "_messages", "_slots")
+    __slots__ = ("_budget", "_groups", "_messages", "_mixed", "_slots")
 
     def __init__(self, messages: Sequence[Any], budget: int, slots: SlotsOf) -> None:
         self._messages = messages
         self._budget = budget  # in quarter tokens
         self._slots = slots
         self._groups: dict[int, list[tuple[int, Slot]]] = {}
+        self._mixed: dict[int, bool] = {}  # index taken -> whether it holds other texts
 
     def add(self, index: int, message: dict[str, Any]) -> bool:
         """Take the result texts of ``message``, with those of the other results
@@ -45,7 +46,8 @@ class TurnResults:
         if start not in self._groups:
             for sibling in self._turn(start):
                 self._take(start, sibling)
-        return not any(not is_result for _, is_result in self._slots(message))
+        mixed = self._mixed.get(index)
+        return not (self._take(start, index) if mixed is None else mixed)
 
     def _turn(self, start: int) -> Iterator[int]:
         """The indices of the result messages of the turn beginning at ``start``."""
@@ -67,6 +69,7 @@ class TurnResults:
                 group.append((index, slot))
             else:
                 others = True
+        self._mixed[index] = others
         return others
 
     def budgets(self) -> Iterator[tuple[int, Slot, int]]:
