@@ -13,7 +13,8 @@ PACKAGE = Path(bareagent_compact.__file__).parent
 
 LAYERS: dict[str, int] = {
     # vocabulary
-    "protocols": 0, "prompts": 0, "result": 0, "_json": 0, "_limits": 0, "images": 0,
+    "protocols": 0, "prompts": 0, "result": 0, "_json": 0, "_limits": 0, "_defaults": 0,
+    "images": 0,
     # the message keys
     "dialects": 1,
     # the message layer

@@ -25,13 +25,14 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from bareagent_compact import dialects, instructions
+from bareagent_compact._defaults import RuleDefault
 from bareagent_compact.instructions import Instruction
 from bareagent_compact.prompts import SUMMARY_PREFIX, framing_for, own_text
 from bareagent_compact.protocols import Message
 from bareagent_compact.serialize import render_content, render_message, tool_names
 
 
-class _DefaultBudget(int):
+class _DefaultBudget(RuleDefault):
     """The default ``pin_facts_tokens``: equal to 2000, but known not to be chosen, so
     the budget may follow the threshold instead (see :func:`pin_budget`)."""
 

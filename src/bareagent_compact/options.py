@@ -340,6 +340,22 @@ def _thinking(options: Options, profile: Profile | None) -> int | None:
     return RuleValue(profile.clear_thinking_after_turns)
 
 
+def _checked_texts(
+    options: Options, language: str
+) -> tuple[tuple[LanguagePreset, ...], LanguagePreset]:
+    """The texts of every language (``language="auto"``; else none) and the texts
+    in force, each system prompt checked against ``summary_input_tokens``: it must
+    leave the history its share of every summary request (in the built-in estimate;
+    with a token_counter each request is checked too)."""
+    auto = language == AUTO_LANGUAGE
+    every = tuple(_texts(options, name) for name in LANGUAGES) if auto else ()
+    texts = every[-1] if auto else _texts(options, language)
+    for checked in every or (texts,):
+        prompt = [{"role": "system", "content": checked.summary_prompt}]
+        check_budget(options.summary_input_tokens, estimate_tokens(prompt))
+    return every, texts
+
+
 def derive(options: Options) -> Derived:
     """Check ``options`` and compute everything that follows from them (the one place)."""
     _check_values(options)
@@ -354,14 +370,7 @@ def derive(options: Options) -> Derived:
     )
     profile = resolve_profile(options.profile)
     language = _language(options, profile)
-    auto = language == AUTO_LANGUAGE
-    every = tuple(_texts(options, name) for name in LANGUAGES) if auto else ()
-    texts = every[-1] if auto else _texts(options, language)
-    # The system prompt must leave the history its share of every summary request
-    # (in the built-in estimate; with a token_counter each request is checked too).
-    for checked in every or (texts,):
-        prompt = [{"role": "system", "content": checked.summary_prompt}]
-        check_budget(options.summary_input_tokens, estimate_tokens(prompt))
+    every, texts = _checked_texts(options, language)
     counter = options.token_counter
     return Derived(
         _ruled(keep_recent, options.keep_recent is None),

@@ -27,6 +27,7 @@ from itertools import chain
 from typing import Any, Final
 
 from bareagent_compact import dialects
+from bareagent_compact._defaults import RuleDefault
 from bareagent_compact.dialects import Kind, Slot
 from bareagent_compact.micro import Due
 from bareagent_compact.protocols import ArchiveRecord, Message
@@ -93,14 +94,12 @@ _CLOSE: Final = 100
 """A cut within ``1 / _CLOSE`` of the limit is near enough."""
 
 
-class _DefaultLimit(int):
+class _DefaultLimit(RuleDefault):
     """The default ``max_message_tokens``: known not to be chosen, so it follows the
     threshold (see :func:`message_limit`)."""
 
     __slots__ = ()
-
-    def __repr__(self) -> str:
-        return f"max({int(self)}, threshold // 2)"
+    RULE = "max({}, threshold // 2)"
 
 
 DEFAULT_MAX_MESSAGE_TOKENS: Final = _DefaultLimit(MAX_MESSAGE_FLOOR)

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from bareagent_compact import dialects, instructions
+from bareagent_compact._defaults import RuleDefault
 from bareagent_compact.prompts import SUMMARY_PREFIX, own_text
 from bareagent_compact.protocols import Message
 
@@ -57,14 +58,12 @@ TURNS_CAP: Final = 20_000
 """The default budget's ceiling, in tokens (a tenth of the threshold when that is less)."""
 
 
-class _DefaultTurnsBudget(int):
+class _DefaultTurnsBudget(RuleDefault):
     """The default ``user_turns_tokens``: known not to be chosen, so it follows the
     threshold (see :func:`turns_budget`)."""
 
     __slots__ = ()
-
-    def __repr__(self) -> str:
-        return f"min({int(self)}, threshold // 10)"
+    RULE = "min({}, threshold // 10)"
 
 
 DEFAULT_USER_TURNS_TOKENS: Final = _DefaultTurnsBudget(TURNS_CAP)

@@ -49,15 +49,7 @@ def plan(parts: Parts, messages: Any, attempt: Attempt, limit: int) -> Plan | Co
     source = [head[i] for i in sources]
     if not source:
         return attempt.quiet(Reason.NOTHING_TO_SUMMARISE)
-    acknowledgement = options.derived.acknowledgement
-    if not attempt.force and all(is_own_output(m, acknowledgement) for m in source):
-        # Only the previous summary is left: summarising it again every turn
-        # would cost a model call and shrink nothing that matters.
-        parts.trigger.tell(
-            logging.WARNING,
-            "history is over the threshold but holds nothing new to summarise "
-            "(the pending message itself is large)",
-        )
+    if not attempt.force and _only_own_output(parts, source):
         return attempt.quiet(Reason.NOTHING_NEW)
     # The prompt and the system messages' copies are made before anything is
     # sent, so that an unencodable history fails before any side effect.
@@ -85,6 +77,21 @@ def plan(parts: Parts, messages: Any, attempt: Attempt, limit: int) -> Plan | Co
         shape=content_shape(options.summary_content, snapshot),
     )
     return _worth_a_call(parts, made, attempt)
+
+
+def _only_own_output(parts: Parts, source: list[Any]) -> bool:
+    """Whether only the previous summary is left to summarise (said once as a
+    warning): summarising it again every turn would cost a model call and shrink
+    nothing that matters."""
+    acknowledgement = parts.options.derived.acknowledgement
+    if not all(is_own_output(m, acknowledgement) for m in source):
+        return False
+    parts.trigger.tell(
+        logging.WARNING,
+        "history is over the threshold but holds nothing new to summarise "
+        "(the pending message itself is large)",
+    )
+    return True
 
 
 def texts_of(parts: Parts, made: Plan) -> LanguagePreset:
