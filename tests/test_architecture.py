@@ -31,7 +31,7 @@ LAYERS: dict[str, int] = {
     "engine": 4,
     "compactor": 5, "async_compactor": 5,
     # re-exports and kept import paths, then the command line
-    "__init__": 6, "transcripts": 6, "sqlstore": 6,
+    "__init__": 6, "transcripts": 6, "sqlstore": 6, "integrations": 6,
     "__main__": 7, "cli": 7, "replay": 7,
 }  # fmt: skip
 
