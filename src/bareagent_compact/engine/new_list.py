@@ -21,6 +21,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import replace
 from typing import Any
 
+from bareagent_compact import dialects
 from bareagent_compact.engine import step
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.history import container_copy
@@ -50,7 +51,9 @@ class Copies:
     __slots__ = ("_back", "_forward", "work")
 
     def __init__(self, messages: Sequence[Any]) -> None:
-        plain = plain_view(messages)  # SDK objects as dicts; a foreign one refused here
+        plain: Sequence[Any] = messages
+        if not isinstance(messages, list) or dialects.holds_objects(messages):
+            plain = plain_view(messages)  # SDK objects as dicts; a foreign one refused here
         self.work: list[Any] = []
         self._back: dict[int, tuple[Any, Any, Any]] = {}
         self._forward: dict[int, Any] = {}
