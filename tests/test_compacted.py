@@ -81,11 +81,19 @@ def test_sdk_objects_in_the_input_are_left_and_returned_when_unchanged() -> None
         role: str
         content: str
 
-    messages: list[Any] = [*history(), Text(role="assistant", content="object reply")]
+    class Block(pydantic.BaseModel):  # type: ignore[name-defined,misc]
+        type: str
+        text: str
+
+    nested = {"role": "assistant", "content": [Block(type="text", text="block reply")]}
+    messages: list[Any] = [*history(), nested, Text(role="user", content="object turn")]
     before = copy.deepcopy(messages)
+    ids = [id(m) for m in messages]
     new, result = Compactor(RecordingProvider("S")).compacted(messages)
-    assert messages == before and result.truncated > 0
-    assert new[-1] is messages[-1]
+    _untouched(messages, before, ids)
+    assert result.truncated > 0
+    assert isinstance(nested["content"][0], Block)  # the caller's block not converted
+    assert new[-1] is messages[-1] and new[-2] is nested
 
 
 def test_session_id_keys_the_snapshot_of_that_call() -> None:
