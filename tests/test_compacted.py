@@ -51,7 +51,7 @@ def test_full_compaction_leaves_the_input_and_keeps_unchanged_messages() -> None
     expected = Compactor(RecordingProvider("S"), threshold=500)(in_place)
     assert result == expected and result.action is Action.FULL
     assert new == in_place
-    assert new[-1] is messages[-1]
+    assert new[0] is messages[0] and new[-1] is messages[-1]
 
 
 def test_undo_works_on_the_returned_list() -> None:
@@ -61,7 +61,7 @@ def test_undo_works_on_the_returned_list() -> None:
     new, result = compactor.compacted(messages)
     assert result.compacted and compactor.undo(new, result) is True
     assert new == before
-    assert new[-1] is messages[-1]
+    assert new[0] is messages[0] and new[-1] is messages[-1]
 
 
 def test_a_second_call_on_the_returned_list_leaves_it_untouched() -> None:
@@ -124,7 +124,7 @@ def test_async_compacted_leaves_the_input_and_equals_the_in_place_call() -> None
     _untouched(messages, before, ids)
     in_place = copy.deepcopy(before)
     expected = Compactor(RecordingProvider("S"), threshold=500)(in_place)
-    assert result == expected and new == in_place and new[-1] is messages[-1]
+    assert result == expected and new == in_place and new[0] is messages[0]
     assert compactor.undo(new, result) is True and new == before
 
 
