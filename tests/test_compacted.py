@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from bareagent_compact import Action, AsyncCompactor, Compactor, JsonlTranscriptManager
+from bareagent_compact import (
+    Action,
+    AsyncCompactor,
+    Compactor,
+    JsonlTranscriptManager,
+    estimate_tokens,
+)
 from conftest import MemoryTranscripts, RecordingProvider, tool_round
 
 
@@ -226,3 +232,49 @@ def test_async_conversations_keep_their_own_state() -> None:
     asyncio.run(main())
     assert [sid for _, sid in store.saved] == ["a", "b"]
     assert compactor.get_session_id() == "default" and compactor._parts.trigger.calls == 0
+
+
+def test_forget_and_undo_take_the_conversation_they_are_for() -> None:
+    compactor = Compactor(RecordingProvider("S"), threshold=500)
+    new, result = compactor.compacted(history(), session_id="a")
+    view_a = compactor._conversations._held["a"].view
+    assert not view_a.history.empty
+    compactor.forget(session_id="a")
+    assert view_a.history.empty
+    assert compactor.undo(new, result, session_id="a") is True
+    assert "a" in compactor._conversations and compactor.get_session_id() == "default"
+
+
+def test_set_session_id_makes_a_remembered_conversation_the_own_one_afresh() -> None:
+    compactor = Compactor(RecordingProvider("S"))
+    compactor.compacted(history(), session_id="a")
+    assert "a" in compactor._conversations
+    compactor.set_session_id("a")
+    assert "a" not in compactor._conversations and compactor.get_session_id() == "a"
+    _, result = compactor.compacted(history(), session_id="a")  # the own session now
+    assert result.truncated > 0 and "a" not in compactor._conversations
+
+
+def test_evicting_a_conversation_cancels_its_background_summary() -> None:
+    release = asyncio.Event()
+
+    async def provider(prompt: list[dict[str, Any]]) -> str:
+        await release.wait()
+        return "S"
+
+    async def main() -> None:
+        messages = history()
+        threshold = int(estimate_tokens(messages) / 0.6)
+        compactor = AsyncCompactor(
+            provider, threshold=threshold, background_at=0.5, keep_recent=100
+        )
+        compactor._conversations.limit = 1
+        await compactor.compacted(messages, session_id="a")
+        assert compactor.background_pending
+        task = compactor._conversations.pending()[0].handle
+        await compactor.compacted(history(rounds=1), session_id="b")  # a out
+        await asyncio.sleep(0)
+        assert isinstance(task, asyncio.Task) and task.cancelled()
+        assert not compactor.background_pending
+
+    asyncio.run(main())

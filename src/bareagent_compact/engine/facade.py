@@ -361,7 +361,7 @@ class Engine(Generic[ProviderT]):
             if not parts.options.derived.custom_counter and not self.micro_options.is_spec:
                 parts.view.idle = False  # what is cleared depends on the count
 
-    def forget(self) -> None:
+    def forget(self, *, session_id: str | None = None) -> None:
         """Drop what the compactor remembers of the history between calls, so that
         the next call reads every message again.
 
@@ -370,9 +370,11 @@ class Engine(Generic[ProviderT]):
         of type between equal values (``1`` to ``True`` or ``1.0``, a list to an
         equal ``UserList``) or an edit inside an object it does not copy; after
         such an edit, call this. What ``record_usage`` reported is kept: the next
-        count is anchored as before.
+        count is anchored as before. ``session_id``: that conversation's history
+        (default: the compactor's own session's).
         """
-        self._parts.view.forget()
+        with self._in_session(self._session_arg(session_id)):
+            self._parts.view.forget()
 
     @property
     def background_pending(self) -> bool:
