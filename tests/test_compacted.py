@@ -278,3 +278,30 @@ def test_evicting_a_conversation_cancels_its_background_summary() -> None:
         assert not compactor.background_pending
 
     asyncio.run(main())
+
+
+def test_record_usage_while_another_conversations_call_awaits_goes_to_its_own_session() -> None:
+    release = asyncio.Event()
+
+    async def provider(prompt: list[dict[str, Any]]) -> str:
+        await release.wait()
+        return "S"
+
+    async def main() -> None:
+        compactor = AsyncCompactor(provider, threshold=20_000)
+        own = history(rounds=2)
+        await compactor.compacted(own)
+        call = asyncio.create_task(compactor.compacted(history(), session_id="x", force=True))
+        await asyncio.sleep(0.01)  # x's call awaits its summary
+        compactor.record_usage(own, 50_000)
+        compactor.set_session_id("mine")
+        assert compactor.get_session_id() == "mine"
+        release.set()
+        _, forced = await call
+        assert forced.action is Action.FULL
+        assert compactor.get_session_id() == "mine" and compactor._parts.session_id == "mine"
+        _, result = await compactor.compacted(own)
+        assert result.action is Action.FULL  # anchored on what was reported for it
+        assert compactor._conversations._held["x"].trigger.calls == 1
+
+    asyncio.run(main())

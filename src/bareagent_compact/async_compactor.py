@@ -97,8 +97,7 @@ class AsyncCompactor(Engine[SummaryProvider | AsyncSummaryProvider]):
 
     def set_session_id(self, session_id: str) -> None:
         """Rebind the session id (call it on ``/new`` and ``/resume``)."""
-        self._parts.session_id = checked = self._checked_session_id(session_id)
-        self._conversations.discard(checked)
+        self._conversations.set_own(self._parts, self._checked_session_id(session_id))
 
     async def __call__(
         self,

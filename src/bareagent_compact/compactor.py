@@ -93,8 +93,7 @@ class Compactor(Engine[SummaryProvider]):
         """Rebind the session id (call it on ``/new`` and ``/resume``)."""
         checked = self._checked_session_id(session_id)
         with self._lock:
-            self._parts.session_id = checked
-            self._conversations.discard(checked)
+            self._conversations.set_own(self._parts, checked)
 
     def __call__(
         self,

@@ -82,12 +82,15 @@ class Conversation:
 
 
 class Conversations:
-    """The conversations other than the compactor's own session, by session id."""
+    """The conversations other than the compactor's own session, by session id;
+    and the own session's state while another conversation's is in the parts."""
 
-    __slots__ = ("_held", "limit")
+    __slots__ = ("_held", "_own", "_own_state", "limit")
 
     def __init__(self, limit: int = MAX_CONVERSATIONS) -> None:
         self._held: OrderedDict[str, Conversation] = OrderedDict()
+        self._own: str | None = None  # the own session id while another is in the parts
+        self._own_state: Conversation | None = None
         self.limit = limit
 
     def __contains__(self, session_id: object) -> bool:
@@ -96,18 +99,29 @@ class Conversations:
     def __len__(self) -> int:
         return len(self._held)
 
-    def discard(self, session_id: str) -> None:
-        """Forget ``session_id``'s conversation (it became the compactor's own)."""
+    def own_id(self, parts: Parts) -> str:
+        """The compactor's own session id (``parts.session_id`` unless another
+        conversation's call is running)."""
+        return parts.session_id if self._own is None else self._own
+
+    def set_own(self, parts: Parts, session_id: str) -> None:
+        """Rebind the compactor's own session id; a conversation remembered under
+        it is forgotten (the own session's state goes on)."""
         self._held.pop(session_id, None)
+        if self._own is None:
+            parts.session_id = session_id
+        else:
+            self._own = session_id
 
     def pending(self) -> list[Pending[Attempt]]:
         """The background summaries of the conversations held."""
-        return [c.pending for c in self._held.values() if c.pending is not None]
+        held = [*self._held.values(), *([self._own_state] if self._own_state else [])]
+        return [c.pending for c in held if c.pending is not None]
 
     def drop_pending(self) -> list[object]:
         """Forget every held conversation's background summary; their handles."""
         handles = []
-        for conversation in self._held.values():
+        for conversation in [*self._held.values(), *filter(None, [self._own_state])]:
             if conversation.pending is not None:
                 handles.append(conversation.pending.handle)
                 conversation.pending = None
@@ -115,23 +129,44 @@ class Conversations:
 
     @contextmanager
     def entered(self, parts: Parts, session_id: str | None) -> Iterator[None]:
-        """Run a call of ``session_id``'s conversation (``None`` or the compactor's
-        own session id: its own state, as always)."""
-        if session_id is None or session_id == parts.session_id:
+        """Run a call in ``session_id``'s conversation (``None``: the compactor's own
+        session). Calls nest (a hook's call, or ``record_usage`` while an async
+        call awaits); each puts back the state it found."""
+        current = parts.session_id
+        was_own = self._own is None  # the own session's state is in the parts
+        own = self.own_id(parts)
+        target = own if session_id is None else session_id
+        if target == current:
             yield
             return
-        own = Conversation.taken(parts)
-        own_id = parts.session_id
-        conversation = self._held.pop(session_id, None) or Conversation.new(parts)
-        conversation.put(parts)
-        parts.session_id = session_id
+        self._store(None if was_own else current, Conversation.taken(parts))
+        self._take(None if target == own else target, parts).put(parts)
+        parts.session_id = target
+        self._own = None if target == own else own
         try:
             yield
         finally:
-            self._held[session_id] = Conversation.taken(parts)
-            own.put(parts)
-            parts.session_id = own_id
+            own = self.own_id(parts)  # set_own may have run meanwhile
+            self._store(None if self._own is None else target, Conversation.taken(parts))
+            self._take(None if was_own else current, parts).put(parts)
+            parts.session_id = own if was_own else current
+            self._own = None if was_own else own
             self._evict()
+
+    def _store(self, session_id: str | None, conversation: Conversation) -> None:
+        """Keep a conversation's state (``None``: the own session's)."""
+        if session_id is None:
+            self._own_state = conversation
+        else:
+            self._held.pop(session_id, None)
+            self._held[session_id] = conversation  # the most recently used last
+
+    def _take(self, session_id: str | None, parts: Parts) -> Conversation:
+        """A conversation's state, taken out (``None``: the own session's)."""
+        if session_id is None:
+            conversation, self._own_state = self._own_state, None
+            return conversation or Conversation.new(parts)
+        return self._held.pop(session_id, None) or Conversation.new(parts)
 
     def _evict(self) -> None:
         """Keep at most :attr:`limit` conversations, least recently used first out."""

@@ -315,7 +315,7 @@ class Engine(Generic[ProviderT]):
 
     def get_session_id(self) -> str:
         """The session id under which snapshots are saved."""
-        return self._parts.session_id
+        return self._conversations.own_id(self._parts)
 
     def _steps(
         self, messages: MutableSequence[Any], force: bool, instructions: str | None = None
@@ -472,4 +472,5 @@ class Engine(Generic[ProviderT]):
                 "nothing can be recalled: archive= is not a store that reads records "
                 "back (JsonlTranscriptManager, SqlTranscriptManager) or its archive method"
             )
-        return read_content(reader, session or self._parts.session_id, handle)
+        own = self._conversations.own_id(self._parts)
+        return read_content(reader, session or own, handle)
