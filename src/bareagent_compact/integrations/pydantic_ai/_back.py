@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from pydantic_ai import messages as pm
 
@@ -27,46 +27,91 @@ from bareagent_compact.integrations.pydantic_ai._to_dicts import Converted, Orig
 from bareagent_compact.prompts import SUMMARY_PREFIX, own_text
 
 
-def _ids(message: Mapping[str, Any]) -> tuple[Any, frozenset[str]]:
-    """A dict's role and the tool ids its blocks carry: what an edit never changes."""
+_CLEARED: Final = frozenset({"thinking", "redacted_thinking"})
+"""The blocks a compaction may take out of a message it keeps."""
+
+
+def _skeleton(message: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What an edit never changes: the role, the content's shape, and the types and
+    tool ids of its blocks (thinking aside, which may be cleared)."""
     content = message.get("content")
-    ids: set[str] = set()
-    if isinstance(content, list):
-        for block in content:
-            if isinstance(block, Mapping):
-                found = block.get("id") if block.get("type") == "tool_use" else None
-                found = block.get("tool_use_id", found)
-                if isinstance(found, str):
-                    ids.add(found)
-    return message.get("role"), frozenset(ids)
+    if not isinstance(content, list):
+        return message.get("role"), type(content).__name__
+    blocks = []
+    for block in content:
+        if isinstance(block, Mapping) and block.get("type") not in _CLEARED:
+            found = block.get("id") if block.get("type") == "tool_use" else None
+            blocks.append((block.get("type"), block.get("tool_use_id", found)))
+    return message.get("role"), "list", tuple(blocks)
 
 
-def _is_new(message: Mapping[str, Any]) -> bool:
+def _is_summary(message: Mapping[str, Any]) -> bool:
     text = own_text(message.get("content"))
     return message.get("role") == "user" and text is not None and text.startswith(SUMMARY_PREFIX)
 
 
 def match(converted: Converted, new: Sequence[Mapping[str, Any]]) -> list[int | None]:
     """For each dict of ``new``, the index of the produced dict it is or was made
-    from, else ``None`` (a dict the library wrote)."""
+    from, else ``None`` (a dict the library wrote).
+
+    Between two dicts returned as they were, the edited ones are matched from the
+    end: what a summary replaced is the oldest part, so the edited dicts after it
+    (the pending turn) belong to the newest candidates.
+    """
     where = {id(d): i for i, d in enumerate(converted.dicts)}
     found: list[int | None] = [where.get(id(d)) for d in new]
-    taken = {i for i in found if i is not None}
-    last = -1
-    for j, message in enumerate(new):
-        if found[j] is not None:
-            last = found[j] or 0
-            continue
-        if _is_new(message):
-            continue
-        stop = next((i for i in found[j + 1 :] if i is not None), len(converted.dicts))
-        key = _ids(message)
-        for i in range(last + 1, stop):
-            if i not in taken and _ids(converted.dicts[i]) == key:
-                found[j], last = i, i
-                taken.add(i)
-                break
+    anchors = [j for j, i in enumerate(found) if i is not None]
+    for before, after in zip([-1, *anchors], [*anchors, len(new)]):
+        low = found[before] if before >= 0 else -1
+        high = found[after] if after < len(new) else len(converted.dicts)
+        assert low is not None and high is not None
+        _match_gap(converted, new, found, range(before + 1, after), range(low + 1, high))
     return found
+
+
+def _match_gap(
+    converted: Converted, new: Sequence[Mapping[str, Any]], found: list[int | None],
+    gap: range, candidates: range,
+) -> None:
+    """Match the edited dicts of ``new[gap]`` to ``candidates``, newest first."""
+    own = _own(new, gap)
+    stop = candidates.stop
+    for j in reversed(gap):
+        if j in own:
+            continue
+        free = [(i, converted.dicts[i]) for i in range(stop - 1, candidates.start - 1, -1)]
+        index = _closest(new[j], free)
+        if index is not None:
+            found[j], stop = index, index
+
+
+def _own(new: Sequence[Mapping[str, Any]], gap: range) -> set[int]:
+    """The summaries of ``new[gap]`` and the acknowledgement after each."""
+    own: set[int] = set()
+    for j in gap:
+        if _is_summary(new[j]):
+            own.add(j)
+            if j + 1 in gap and new[j + 1].get("role") == "assistant":
+                own.add(j + 1)
+    return own
+
+
+def _ids(skeleton: tuple[Any, ...]) -> set[Any]:
+    return {tool_id for _, tool_id in skeleton[2]} - {None} if len(skeleton) > 2 else set()
+
+
+def _closest(message: Mapping[str, Any], candidates: list[tuple[int, Any]]) -> int | None:
+    """The first candidate with the same skeleton, else the first of the same role
+    holding every tool id ``message`` holds."""
+    key = _skeleton(message)
+    for i, candidate in candidates:
+        if _skeleton(candidate) == key:
+            return i
+    for i, candidate in candidates:
+        other = _skeleton(candidate)
+        if other[0] == key[0] and _ids(key) <= _ids(other):
+            return i
+    return None
 
 
 def _block_index(old: list[Any], block: Mapping[str, Any], after: int) -> int | None:
