@@ -113,5 +113,13 @@ def from_dicts(
 
 
 def is_summary(message: pm.ModelMessage) -> bool:
-    """Whether ``message`` is a summary a compaction wrote."""
-    return (message.metadata or {}).get(MARK) == "summary"
+    """Whether ``message`` holds a summary a compaction wrote: marked so, or (once a
+    later run merged it into the request before it, as Pydantic AI does with
+    consecutive requests of a ``message_history``) a user prompt of the summary's."""
+    if (message.metadata or {}).get(MARK) == "summary":
+        return True
+    return isinstance(message, pm.ModelRequest) and any(
+        isinstance(p, pm.UserPromptPart) and isinstance(p.content, str)
+        and p.content.startswith(SUMMARY_PREFIX)
+        for p in message.parts
+    )
