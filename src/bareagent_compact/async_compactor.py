@@ -7,7 +7,7 @@ import contextlib
 import inspect
 import logging
 import threading
-from collections.abc import Callable, Generator, MutableSequence
+from collections.abc import Awaitable, Callable, Generator, MutableSequence, Sequence
 from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, Final, TypeVar, cast
@@ -123,15 +123,50 @@ class AsyncCompactor(Engine[SummaryProvider | AsyncSummaryProvider]):
         finally:
             self._release(lock)
 
+    async def compacted(
+        self,
+        messages: Sequence[Any],
+        *,
+        force: bool = False,
+        session_id: str | None = None,
+        instructions: str | None = None,
+    ) -> tuple[list[Any], CompactionResult]:
+        """One compaction step that leaves ``messages`` and every message in it as
+        they are: ``(new_messages, result)`` (see :meth:`Compactor.compacted`)."""
+        force, instructions = check_call(force, instructions)
+        checked = None if session_id is None else self._checked_session_id(session_id)
+
+        async def run() -> tuple[list[Any], CompactionResult]:
+            with self._in_session(checked):
+                new, result = await self._drive(
+                    self._new_list_steps(messages, force, instructions)
+                )
+            self.last_result = result
+            return new, result
+
+        holder = self._holder
+        if holder is not None and holder in _CALLS.get():
+            return await run()
+        lock = self._claim()
+        try:
+            async with lock:
+                return await self._held(run)
+        finally:
+            self._release(lock)
+
     async def _hold(
         self, messages: MutableSequence[Any], force: bool, instructions: str | None
     ) -> CompactionResult:
         """Compact as the lock's holder, known as such to the code the call runs."""
+        return await self._held(lambda: self._compact(messages, force, instructions))
+
+    async def _held(self, call: Callable[[], Awaitable[T]]) -> T:
+        """Await ``call()`` as the lock's holder, known as such to the code it runs."""
         holder = self._holder = object()
         around = _CALLS.get()
         _CALLS.set(around | {holder})
         try:
-            return await self._compact(messages, force, instructions)
+            return await call()
         finally:
             _CALLS.set(around)
             self._holder = None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import MutableSequence, Sequence
-from typing import Any
+from collections.abc import Generator, MutableSequence, Sequence
+from typing import Any, TypeVar, cast
 
 from bareagent_compact.engine import Engine, summary_text
 from bareagent_compact.engine.facade import check_call
@@ -28,6 +28,8 @@ from bareagent_compact.result import CompactionResult
 from bareagent_compact.summarize import SummaryRequest
 
 __all__ = ["Compactor", "summary_text"]
+
+T = TypeVar("T")
 
 
 class Compactor(Engine[SummaryProvider]):
@@ -99,17 +101,41 @@ class Compactor(Engine[SummaryProvider]):
         """
         force, instructions = check_call(force, instructions)
         with self._lock:
-            steps = self._steps(messages, force, instructions)
-            try:
-                request = next(steps)
-                while True:
-                    request = steps.send(self._run(request))
-            except StopIteration as done:
-                result: CompactionResult = done.value
-                self.last_result = result
-                return result
-            finally:
-                steps.close()
+            result = self._drive(self._steps(messages, force, instructions))
+            self.last_result = result
+            return result
+
+    def compacted(
+        self,
+        messages: Sequence[Any],
+        *,
+        force: bool = False,
+        session_id: str | None = None,
+        instructions: str | None = None,
+    ) -> tuple[list[Any], CompactionResult]:
+        """One compaction step that leaves ``messages`` and every message in it as
+        they are: ``(new_messages, result)``. The messages compaction did not change
+        are the same objects in ``new_messages``; ``undo(new_messages, result)``
+        works on it. ``session_id`` (default: the compactor's own) keys this
+        call's snapshot and archive records.
+        """
+        force, instructions = check_call(force, instructions)
+        checked = None if session_id is None else self._checked_session_id(session_id)
+        with self._lock, self._in_session(checked):
+            new, result = self._drive(self._new_list_steps(messages, force, instructions))
+            self.last_result = result
+            return new, result
+
+    def _drive(self, steps: Generator[Request, Any, T]) -> T:
+        """Run ``steps`` to their end, answering each request with plain calls."""
+        try:
+            request = next(steps)
+            while True:
+                request = steps.send(self._run(request))
+        except StopIteration as done:
+            return cast(T, done.value)
+        finally:
+            steps.close()
 
     def _run(self, request: Request) -> Any:
         """Answer one request of the compaction steps with plain calls."""

@@ -53,6 +53,15 @@ def _copy(value: Any, depth: int) -> Any:
     raise _Opaque
 
 
+def container_copy(value: Any) -> Any | None:
+    """A copy of the dicts and lists in ``value``, everything else shared; ``None``
+    when it holds a value this module does not copy (an object, a tuple)."""
+    try:
+        return _copy(value, 0)
+    except _Opaque:
+        return None
+
+
 def _calls_of(message: dict[str, Any]) -> _Calls:
     return tuple((c.call_id, c.name) for c in dialects.calls(message) if c.call_id)
 

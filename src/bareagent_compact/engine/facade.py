@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, MutableSequence, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, MutableSequence, Sequence
+from contextlib import contextmanager
 from dataclasses import fields
 from datetime import timedelta
 from typing import Any, Final, Generic, TypeVar, cast, overload
 
-from bareagent_compact.engine import step
+from bareagent_compact.engine import new_list, step
 from bareagent_compact.engine.counter import Counter
 from bareagent_compact.engine.full.background import drop
 from bareagent_compact.engine.parts import Parts
@@ -48,7 +49,7 @@ from bareagent_compact.recall import (
     check_span,
     read_content,
 )
-from bareagent_compact.requests import Steps
+from bareagent_compact.requests import Request, Steps
 from bareagent_compact.result import Action, CompactionResult
 from bareagent_compact.summarize import DEFAULT_SUMMARY_INPUT_TOKENS
 from bareagent_compact.usage import input_tokens_of
@@ -318,6 +319,27 @@ class Engine(Generic[ProviderT]):
     ) -> Steps:
         """One compaction step on ``messages`` in place (SPEC 11.2 steps 1-8)."""
         return step.steps(self._parts, messages, force, instructions)
+
+    def _new_list_steps(
+        self, messages: Sequence[Any], force: bool, instructions: str | None
+    ) -> Generator[Request, Any, new_list.NewList]:
+        """One compaction step on a copy of ``messages``: the new list and the result
+        (see :mod:`bareagent_compact.engine.new_list`)."""
+        return new_list.steps(self._parts, messages, force, instructions)
+
+    @contextmanager
+    def _in_session(self, session_id: str | None) -> Iterator[None]:
+        """Run a call under ``session_id`` (``None``: the compactor's own)."""
+        if session_id is None:
+            yield
+            return
+        parts = self._parts
+        own = parts.session_id
+        parts.session_id = session_id
+        try:
+            yield
+        finally:
+            parts.session_id = own
 
     def record_usage(self, messages: Sequence[Any], usage: object) -> None:
         """Anchor the count on what the API reported for a request carrying ``messages``.
