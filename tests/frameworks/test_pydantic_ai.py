@@ -271,6 +271,38 @@ def test_usage_is_recorded_with_the_dicts_sent(monkeypatch: pytest.MonkeyPatch) 
     assert recorded[0][0] == [{"role": "user", "content": "hi"}]
 
 
+def _big_agent(processor: Any) -> Agent[None, str]:
+    calls = iter(range(100))
+
+    def model(messages: list[pm.ModelMessage], info: Any) -> pm.ModelResponse:
+        k = next(calls)
+        if k < 6:
+            return pm.ModelResponse([pm.ToolCallPart("dump", {"n": str(k)}, tool_call_id=f"d{k}")])
+        return pm.ModelResponse([pm.TextPart("done")])
+
+    agent = Agent(FunctionModel(model), capabilities=[ProcessHistory(processor)])
+
+    @agent.tool_plain
+    def dump(n: str) -> str:
+        return f"line {n}\n" * 400
+
+    return agent
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "conv-7"), ("fixed", "fixed")])
+def test_snapshots_are_saved_under_the_conversation_id_or_the_one_given(
+    tmp_path: Path, given: str | None, expected: str
+) -> None:
+    from bareagent_compact import JsonlTranscriptManager
+
+    store = JsonlTranscriptManager(tmp_path)
+    compactor = Compactor(provider=lambda prompt: "S", threshold=1500, transcript_mgr=store,
+                          session_id="default")
+    agent = _big_agent(compaction_processor(compactor, session_id=given))
+    agent.run_sync("hi", conversation_id="conv-7")
+    assert store.list_sessions() == [expected]
+
+
 def test_an_async_compactor_gives_an_async_processor_that_runs_in_an_agent() -> None:
     compactor = AsyncCompactor(provider=lambda prompt: "S", threshold=50_000)
     processor = compaction_processor(compactor)

@@ -9,6 +9,7 @@ session id is the run's ``conversation_id`` unless one is given.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -42,8 +43,11 @@ class _Sent:
 class _State:
     """What one processor remembers between requests, per conversation."""
 
-    def __init__(self, session_id: str | None) -> None:
+    def __init__(self, compactor: Compactor | AsyncCompactor, session_id: str | None) -> None:
         self.session_id = session_id
+        parameters = inspect.signature(compactor.record_usage).parameters
+        self.usage_by_session = "session_id" in parameters
+        """Whether ``record_usage`` takes the session id (it keys what is recorded)."""
         self.sent: OrderedDict[str | None, _Sent] = OrderedDict()
 
     def session(self, ctx: RunContext[Any]) -> str | None:
@@ -93,25 +97,13 @@ def _back(converted: Converted, new: list[Any], ctx: RunContext[Any]) -> Message
 
 def _record(compactor: Any, state: _State, session: str | None, messages: Messages) -> None:
     found = state.usage(session, messages)
-    if found is not None:
-        try:
-            compactor.record_usage(found[0], found[1])  # TEMP
-        except (TypeError, ValueError):
-            logger.warning("usage not recorded", exc_info=True)
-
-
-def _shim(compactor: Any, dicts: list[Any], session: str | None) -> list[Any]:  # TEMP
-    import copy
-    if hasattr(compactor, "compacted"):
-        return list(compactor.compacted(dicts, session_id=session)[0])
-    work = copy.deepcopy(dicts)
-    where = {id(w): i for i, w in enumerate(work)}
-    compactor(work)
-    out = []
-    for w in work:
-        i = where.get(id(w))
-        out.append(dicts[i] if i is not None and w == dicts[i] else w)
-    return out
+    if found is None:
+        return
+    by_session = {"session_id": session} if state.usage_by_session else {}
+    try:
+        compactor.record_usage(found[0], found[1], **by_session)
+    except (TypeError, ValueError):
+        logger.warning("usage not recorded", exc_info=True)
 
 
 def _sync(compactor: Compactor, state: _State) -> Callable[[RunContext[Any], Messages], Messages]:
@@ -121,7 +113,7 @@ def _sync(compactor: Compactor, state: _State) -> Callable[[RunContext[Any], Mes
         converted = _convert(messages)
         if converted is None:
             return messages
-        new = _shim(compactor, converted.dicts, session)
+        new, _ = compactor.compacted(converted.dicts, session_id=session)
         out = _back(converted, new, ctx)
         state.remember(session, out, new)
         return out
@@ -157,9 +149,9 @@ def compaction_processor(
     what the compactor remembers; by default each run's ``conversation_id``.
     """
     if isinstance(compactor, AsyncCompactor):
-        return _async(compactor, _State(session_id))
+        return _async(compactor, _State(compactor, session_id))
     if isinstance(compactor, Compactor):
-        return _sync(compactor, _State(session_id))
+        return _sync(compactor, _State(compactor, session_id))
     raise TypeError(
         f"compactor must be a Compactor or an AsyncCompactor, got {type(compactor).__name__}"
     )
