@@ -74,7 +74,8 @@ class Rules:
             if not parts:
                 return f"turn {k} ({role}) is empty"
             if role == "assistant":
-                answered = {p.tool_call_id for p in turns[k + 1][1] if _is_result(p)} if k + 1 < len(turns) else set()
+                after = turns[k + 1][1] if k + 1 < len(turns) else []
+                answered = {p.tool_call_id for p in after if _is_result(p)}
                 for part in parts:
                     if isinstance(part, pm.ThinkingPart) and (error := self._thinking(part)):
                         return f"turn {k}: {error}"

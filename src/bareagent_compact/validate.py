@@ -28,7 +28,8 @@ _FRAMEWORKS: Final = {
         "Pydantic AI",
         "compact them with the Pydantic AI integration: Agent(..., capabilities=["
         "ProcessHistory(compaction_processor(compactor))]) with compaction_processor from "
-        "bareagent_compact.integrations.pydantic_ai (pip install \"bareagent-compact[pydantic-ai]\")",
+        "bareagent_compact.integrations.pydantic_ai "
+        '(pip install "bareagent-compact[pydantic-ai]")',
     ),
     "smolagents": (
         "smolagents",

@@ -17,14 +17,15 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
-from pydantic_ai import Agent, RunContext  # noqa: E402
-from pydantic_ai import messages as pm  # noqa: E402
-from pydantic_ai.capabilities import ProcessHistory  # noqa: E402
-from pydantic_ai.models.function import FunctionModel  # noqa: E402
-from pydantic_ai.usage import RequestUsage  # noqa: E402
+from pydantic_ai import Agent, RunContext
+from pydantic_ai import messages as pm
+from pydantic_ai._utils import takes_run_context
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.usage import RequestUsage
 
-from bareagent_compact import AsyncCompactor, Compactor  # noqa: E402
-from bareagent_compact.integrations.pydantic_ai import (  # noqa: E402
+from bareagent_compact import AsyncCompactor, Compactor, JsonlTranscriptManager
+from bareagent_compact.integrations.pydantic_ai import (
     MARK,
     compaction_processor,
     from_dicts,
@@ -80,12 +81,13 @@ def test_dicts_returned_as_they_were_give_back_the_very_same_messages() -> None:
     converted = to_dicts(messages)
     back = restore(converted, list(converted.dicts))
     assert len(back) == len(messages)
-    assert all(a is b for a, b in zip(back, messages))
+    assert all(a is b for a, b in zip(back, messages, strict=True))
 
 
 def test_the_dicts_are_anthropic_messages_with_system_prompts_apart() -> None:
     dicts = to_dicts(history()).dicts
-    assert [d["role"] for d in dicts] == ["system", "user", "assistant", "user", "assistant", "user"]
+    roles = [d["role"] for d in dicts]
+    assert roles == ["system", "user", "assistant", "user", "assistant", "user"]
     assert dicts[1]["content"] == "Read a.py"
     assert dicts[2]["content"][0] == {"type": "thinking", "thinking": "I should read it.",
                                       "signature": "sig-1"}
@@ -243,7 +245,7 @@ def test_the_rules_refuse_thinking_that_lost_its_provider() -> None:
                                 call])
     rules.signatures["s"] = "x"
     assert rules.check(turn) is None
-    assert rules.check(turn[:2] + [pm.ModelRequest([pm.UserPromptPart("no result")])])
+    assert rules.check([*turn[:2], pm.ModelRequest([pm.UserPromptPart("no result")])])
 
 
 def test_usage_is_recorded_with_the_dicts_sent(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -260,7 +262,8 @@ def test_usage_is_recorded_with_the_dicts_sent(monkeypatch: pytest.MonkeyPatch) 
         return pm.ModelResponse([pm.TextPart("done")],
                                 usage=RequestUsage(input_tokens=400, output_tokens=5))
 
-    agent = Agent(FunctionModel(model), capabilities=[ProcessHistory(compaction_processor(compactor))])
+    processor = compaction_processor(compactor)
+    agent = Agent(FunctionModel(model), capabilities=[ProcessHistory(processor)])
 
     @agent.tool_plain
     def echo(x: str) -> str:
@@ -293,8 +296,6 @@ def _big_agent(processor: Any) -> Agent[None, str]:
 def test_snapshots_are_saved_under_the_conversation_id_or_the_one_given(
     tmp_path: Path, given: str | None, expected: str
 ) -> None:
-    from bareagent_compact import JsonlTranscriptManager
-
     store = JsonlTranscriptManager(tmp_path)
     compactor = Compactor(provider=lambda prompt: "S", threshold=1500, transcript_mgr=store,
                           session_id="default")
@@ -324,8 +325,6 @@ def test_a_plain_compactor_refuses_pydantic_ai_messages_naming_the_processor() -
 
 
 def test_the_processor_takes_a_run_context() -> None:
-    from pydantic_ai._utils import takes_run_context
-
     processor = compaction_processor(Compactor(provider=lambda prompt: "S"))
     assert takes_run_context(processor)
     assert inspect.signature(processor).parameters["ctx"].annotation in (

@@ -26,7 +26,6 @@ from bareagent_compact.integrations.pydantic_ai._from_dicts import (
 from bareagent_compact.integrations.pydantic_ai._to_dicts import Converted, Origin
 from bareagent_compact.prompts import SUMMARY_PREFIX, own_text
 
-
 _CLEARED: Final = frozenset({"thinking", "redacted_thinking"})
 """The blocks a compaction may take out of a message it keeps."""
 
@@ -61,7 +60,7 @@ def match(converted: Converted, new: Sequence[Mapping[str, Any]]) -> list[int | 
     where = {id(d): i for i, d in enumerate(converted.dicts)}
     found: list[int | None] = [where.get(id(d)) for d in new]
     anchors = [j for j, i in enumerate(found) if i is not None]
-    for before, after in zip([-1, *anchors], [*anchors, len(new)]):
+    for before, after in zip([-1, *anchors], [*anchors, len(new)], strict=True):
         low = found[before] if before >= 0 else -1
         high = found[after] if after < len(new) else len(converted.dicts)
         assert low is not None and high is not None
@@ -135,7 +134,8 @@ def _edited(part: Any, block: Mapping[str, Any], item: int | None) -> Any:
         return dataclasses.replace(part, content=str(block.get("thinking", part.content)))
     if isinstance(part, pm.ToolCallPart):
         return dataclasses.replace(part, args=dict(block.get("input") or {}))
-    if isinstance(part, pm.UserPromptPart) and item is not None and not isinstance(part.content, str):
+    sequence = isinstance(part, pm.UserPromptPart) and not isinstance(part.content, str)
+    if sequence and item is not None:
         items = list(part.content)
         items[item] = str(block.get("text", ""))
         return dataclasses.replace(part, content=items)
@@ -205,7 +205,7 @@ class _Rebuilt:
         parts = [slots[k] for k in sorted(slots)]
         if self.whole.get(index) == produced and len(parts) == len(original.parts):
             return original
-        return dataclasses.replace(original, parts=parts)
+        return dataclasses.replace(original, parts=parts)  # type: ignore[arg-type]
 
 
 def back(
@@ -222,7 +222,7 @@ def back(
     order: list[int | pm.ModelMessage] = []
     seen: set[int] = set()
     previous: pm.ModelMessage | None = None
-    for message, index in zip(new, found):
+    for message, index in zip(new, found, strict=True):
         if index is None:
             summary = previous is not None and is_summary(previous)
             previous = from_dict(

@@ -67,7 +67,8 @@ def response_part(block: Mapping[str, Any]) -> pm.ModelResponsePart:
         )
     if kind == "tool_use":
         return pm.ToolCallPart(
-            str(block.get("name")), dict(block.get("input") or {}), tool_call_id=str(block.get("id"))
+            str(block.get("name")), dict(block.get("input") or {}),
+            tool_call_id=str(block.get("id")),
         )
     return pm.TextPart(str(block.get("text", "")))
 
@@ -87,8 +88,8 @@ def from_dict(
     if role == "system":
         text = content if isinstance(content, str) else result_text(content)
         return pm.ModelRequest([pm.SystemPromptPart(text)], **extra)
-    text = own_text(content)
-    if text is not None and text.startswith(SUMMARY_PREFIX):
+    own = own_text(content)
+    if own is not None and own.startswith(SUMMARY_PREFIX):
         extra["metadata"] = {MARK: "summary"}
     return pm.ModelRequest([request_part(b, tool_names) for b in _blocks(content)], **extra)
 

@@ -59,7 +59,7 @@ class _State:
         sent = self.sent.get(session)
         if sent is None or len(messages) <= len(sent.messages):
             return None
-        if any(a is not b for a, b in zip(sent.messages, messages)):
+        if any(a is not b for a, b in zip(sent.messages, messages, strict=False)):
             return None
         response = messages[len(sent.messages)]
         if not isinstance(response, pm.ModelResponse) or response.usage.input_tokens <= 0:
@@ -86,7 +86,8 @@ def _convert(messages: Messages) -> Converted | None:
 
 
 def _back(converted: Converted, new: list[Any], ctx: RunContext[Any]) -> Messages:
-    if len(new) == len(converted.dicts) and all(a is b for a, b in zip(new, converted.dicts)):
+    same = len(new) == len(converted.dicts)
+    if same and all(a is b for a, b in zip(new, converted.dicts, strict=True)):
         return converted.messages
     try:
         return back(converted, new, stamp=_stamp(ctx))

@@ -111,7 +111,8 @@ def _add_request(out: Converted, index: int, message: pm.ModelRequest) -> None:
             others.extend(_user_blocks(part, (index, p)))
         else:
             block = request_block(part)
-            (results if block["type"] == "tool_result" else others).append((block, (index, p, None)))
+            kept = results if block["type"] == "tool_result" else others
+            kept.append((block, (index, p, None)))
     blocks = results + others  # Anthropic wants a user turn's tool results first
     if not blocks:
         return
