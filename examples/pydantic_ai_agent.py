@@ -2,7 +2,9 @@
 
 The agent runs through ``Agent.run_sync`` as any Pydantic AI agent does; the one
 addition is ``capabilities=[ProcessHistory(compaction_processor(compactor))]``,
-which compacts the history before every model request. The model is a
+which compacts the history before every model request. The summaries are written
+by a second model through ``summary_provider`` (an ``AsyncCompactor``'s provider,
+since a summary is asked for inside the run). The model is a
 ``FunctionModel`` playing Claude (signed thinking before each tool call, large
 tool results), and it refuses any request Anthropic would refuse (a tool call
 left unanswered, a result without its call, signed thinking lost or altered).
@@ -23,8 +25,13 @@ from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from bareagent_compact import Compactor, estimate_tokens
-from bareagent_compact.integrations.pydantic_ai import compaction_processor, is_summary, to_dicts
+from bareagent_compact import AsyncCompactor, estimate_tokens
+from bareagent_compact.integrations.pydantic_ai import (
+    compaction_processor,
+    is_summary,
+    summary_provider,
+    to_dicts,
+)
 
 STEPS = 8
 """Model calls per run: seven tool calls, then the answer."""
@@ -73,14 +80,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threshold", type=int, default=3000)
     args = parser.parse_args()
-    summaries = []
+    summaries: list[str] = []
 
-    def summarise(prompt: list[dict[str, object]]) -> str:  # your model would write it
-        summaries.append(prompt)
-        return "Read the worker files of the earlier runs; each timeout came from its worker."
+    def write_summary(messages: list[pm.ModelMessage], info: AgentInfo) -> pm.ModelResponse:
+        summaries.append(str(messages[-1].parts[-1].content)[:40])  # your model writes it
+        return pm.ModelResponse([pm.TextPart(
+            "Read the worker files of the earlier runs; each timeout came from its worker.")])
 
     fake = FakeClaude()
-    compactor = Compactor(provider=summarise, threshold=args.threshold, language="en")
+    compactor = AsyncCompactor(provider=summary_provider(FunctionModel(write_summary)),
+                               threshold=args.threshold, language="en")
+
     agent = Agent(FunctionModel(fake, model_name="claude-fake"),
                   system_prompt="You investigate timeouts with the tools.",
                   capabilities=[ProcessHistory(compaction_processor(compactor))])

@@ -3,6 +3,7 @@ driving a real Agent run whose FunctionModel checks Anthropic's request rules.""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import importlib.util
@@ -31,6 +32,7 @@ from bareagent_compact.integrations.pydantic_ai import (
     from_dicts,
     is_summary,
     restore,
+    summary_provider,
     to_dicts,
 )
 
@@ -311,6 +313,23 @@ def test_an_async_compactor_gives_an_async_processor_that_runs_in_an_agent() -> 
     agent = Agent(FunctionModel(lambda m, i: pm.ModelResponse([pm.TextPart("ok")])),
                   capabilities=[ProcessHistory(processor)])
     assert agent.run_sync("hi").output == "ok"
+
+
+def test_the_summary_provider_asks_its_model_with_the_prompt_as_sent() -> None:
+    seen: list[Any] = []
+
+    def model(messages: list[pm.ModelMessage], info: Any) -> pm.ModelResponse:
+        seen.append((info.instructions, messages[-1].parts[-1].content))
+        return pm.ModelResponse([pm.TextPart("the summary")])
+
+    provider = summary_provider(FunctionModel(model))
+    prompt = [{"role": "system", "content": "Summarise."}, {"role": "user", "content": "T"}]
+    loop = asyncio.new_event_loop()  # not made the current loop: run_sync keeps its own
+    try:
+        assert loop.run_until_complete(provider(prompt)) == "the summary"
+    finally:
+        loop.close()
+    assert seen == [("Summarise.", "T")]
 
 
 def test_a_processor_takes_only_a_compactor() -> None:

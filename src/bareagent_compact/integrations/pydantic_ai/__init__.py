@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from bareagent_compact.integrations.pydantic_ai._back import back as restore
 from bareagent_compact.integrations.pydantic_ai._from_dicts import MARK, from_dicts, is_summary
-from bareagent_compact.integrations.pydantic_ai._processor import compaction_processor
+from bareagent_compact.integrations.pydantic_ai._processor import (
+    compaction_processor,
+    summary_provider,
+)
 from bareagent_compact.integrations.pydantic_ai._to_dicts import Converted, to_dicts
 
 __all__ = [
@@ -24,5 +27,6 @@ __all__ = [
     "from_dicts",
     "is_summary",
     "restore",
+    "summary_provider",
     "to_dicts",
 ]

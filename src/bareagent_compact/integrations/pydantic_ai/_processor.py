@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from pydantic_ai import Agent
 from pydantic_ai import messages as pm
 from pydantic_ai.tools import RunContext
 
@@ -156,3 +157,25 @@ def compaction_processor(
     raise TypeError(
         f"compactor must be a Compactor or an AsyncCompactor, got {type(compactor).__name__}"
     )
+
+
+def summary_provider(
+    model: Any, **run_kwargs: Any
+) -> Callable[[list[dict[str, Any]]], Awaitable[str]]:
+    """An ``async`` summary provider that asks ``model`` (a Pydantic AI model or its
+    name) through an agent of its own, for an ``AsyncCompactor``.
+
+    A summary is asked for inside an agent run, where Pydantic AI refuses
+    ``run_sync``; so the provider awaits ``Agent.run``. ``run_kwargs`` go to every
+    run (``model_settings=``, ``usage_limits=`` ...).
+    """
+    agent: Agent[None, str] = Agent(model)
+
+    async def summarize(prompt: list[dict[str, Any]]) -> str:
+        system = "\n\n".join(m["content"] for m in prompt if m.get("role") == "system")
+        user = "\n\n".join(str(m["content"]) for m in prompt if m.get("role") != "system")
+        result = await agent.run(user, instructions=system or None, **run_kwargs)
+        return str(result.output)
+
+    return summarize
+
