@@ -41,6 +41,10 @@ RUNS = 4
 CALLS_PER_RUN = 10
 PARALLEL_AT = (0, 3)
 """(run, call) where the model asks for two tools at once."""
+BUILTIN_NONE = (
+    "pydantic-ai-slim has none a test model runs (AnthropicCompaction and OpenAICompaction "
+    "compact on the provider's servers); Pydantic AI Harness is not installed"
+)
 WIRING_LINES = 5
 """The user's lines: three imports, the compactor, ``capabilities=[...]``."""
 
@@ -227,7 +231,59 @@ def _original(before: list[pm.ModelMessage], message: pm.ModelMessage) -> pm.Mod
     return next(m for m in before if type(m) is type(message) and m.timestamp == message.timestamp)
 
 
-def run_session(threshold: int = 4000) -> dict[str, Any]:
+def _drive(agent: Agent[None, str]) -> list[pm.ModelMessage]:
+    """The session's four runs on ``agent`` (its tools added here)."""
+
+    @agent.tool_plain
+    def read_file(path: str) -> str:
+        return tool_output("read_file", path)
+
+    @agent.tool_plain
+    def search_logs(query: str) -> str:
+        return tool_output("search_logs", query)
+
+    history: list[pm.ModelMessage] = []
+    for run in range(RUNS):
+        result = agent.run_sync(f"Task {run}: find why workers time out.", message_history=history)
+        history = result.all_messages()
+    return history
+
+
+BUILTIN_SETTINGS: tuple[dict[str, int], ...] = ({}, {"keep_messages": 6}, {"keep_messages": 2})
+"""The ``SummarizingCompaction`` settings tried: its defaults, then fewer messages kept."""
+
+
+def run_builtin(threshold: int = 4000) -> dict[str, Any] | None:
+    """The same session compacted by Pydantic AI Harness's ``SummarizingCompaction``
+    (``max_tokens=threshold``, each of ``BUILTIN_SETTINGS``), when that package is
+    importable; its fewest summary calls."""
+    try:
+        from pydantic_ai_harness.compaction import SummarizingCompaction  # noqa: PLC0415
+    except ImportError:
+        return None
+    rows = []
+    for settings in BUILTIN_SETTINGS:
+        summaries: list[int] = []
+
+        def summarise(messages: list[pm.ModelMessage], info: AgentInfo,
+                      summaries: list[int] = summaries) -> pm.ModelResponse:
+            summaries.append(len(messages))
+            return pm.ModelResponse([pm.TextPart("Summary: files read so far, causes found.")])
+
+        fake = FakeClaude()
+        capability = SummarizingCompaction(
+            model=FunctionModel(summarise), max_tokens=threshold, **settings
+        )
+        _drive(Agent(FunctionModel(fake, model_name="claude-fake"),
+                     system_prompt="You investigate.", capabilities=[capability]))
+        rows.append({"settings": settings, "summary_calls": len(summaries),
+                     "refused": len(fake.rules.refused),
+                     "peak_request_tokens": fake.rules.peak_tokens})
+    best = min(rows, key=lambda row: row["summary_calls"])
+    return {**best, "tried": rows, "version": version("pydantic-ai-harness")}
+
+
+def run_session(threshold: int = 4000, *, with_builtin: bool = True) -> dict[str, Any]:
     """Run the session; its row of figures."""
     summaries: list[int] = []
 
@@ -246,22 +302,11 @@ def run_session(threshold: int = 4000) -> dict[str, Any]:
         watch.compare(messages, out)
         return out
 
+    builtin = run_builtin(threshold) if with_builtin else None
     fake = FakeClaude()
     agent = Agent(FunctionModel(fake, model_name="claude-fake"), system_prompt="You investigate.",
                   capabilities=[ProcessHistory(watched)])
-
-    @agent.tool_plain
-    def read_file(path: str) -> str:
-        return tool_output("read_file", path)
-
-    @agent.tool_plain
-    def search_logs(query: str) -> str:
-        return tool_output("search_logs", query)
-
-    history: list[pm.ModelMessage] = []
-    for run in range(RUNS):
-        result = agent.run_sync(f"Task {run}: find why workers time out.", message_history=history)
-        history = result.all_messages()
+    history = _drive(agent)
     return {
         "framework": "pydantic-ai",
         "user_lines": WIRING_LINES,
@@ -272,9 +317,11 @@ def run_session(threshold: int = 4000) -> dict[str, Any]:
         "messages_kept_whole": watch.unchanged,
         "messages_edited": watch.edited,
         "summary_calls": len(summaries),
-        "summary_calls_builtin": None,
-        "builtin": "none in pydantic-ai-slim (AnthropicCompaction/OpenAICompaction run on the "
-                   "provider's servers)",
+        "summary_calls_builtin": None if builtin is None else builtin["summary_calls"],
+        "builtin": BUILTIN_NONE if builtin is None else (
+            f"Pydantic AI Harness {builtin['version']} SummarizingCompaction"
+            f"({builtin['settings'] or 'defaults'})"),
+        "builtin_runs": None if builtin is None else builtin["tried"],
         "peak_request_tokens": fake.rules.peak_tokens,
         "summaries_in_history": sum(1 for m in history if is_summary(m)),
         "threshold": threshold,
@@ -291,10 +338,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(row))
         return 0
-    print("framework    user lines  fields lost  refused  summary calls (built-in)  peak tokens")
+    print("framework    user lines  fields lost  refused  summary calls vs built-in  peak tokens")
     print(f"{row['framework']:<12} {row['user_lines']:>10}  {row['fields_lost']:>11}  "
-          f"{row['refused']:>7}  {row['summary_calls']:>5} ({row['builtin']})  "
-          f"{row['peak_request_tokens']:>11}")
+          f"{row['refused']:>7}  {row['summary_calls']:>5} vs {row['summary_calls_builtin']}"
+          f"  {row['peak_request_tokens']:>11}")
+    print(f"built-in: {row['builtin']}")
+    for run in row["builtin_runs"] or ():
+        print(f"  SummarizingCompaction{run['settings']}: {run['summary_calls']} summary calls, "
+              f"{run['refused']} refused, peak {run['peak_request_tokens']} tokens")
     print(f"model calls {row['model_calls']}, messages kept whole {row['messages_kept_whole']}, "
           f"edited {row['messages_edited']}; versions {row['versions']}")
     return 0

@@ -232,6 +232,8 @@ def test_the_session_is_never_refused_and_loses_no_field() -> None:
     assert row["summary_calls"] >= 2 and row["summaries_in_history"] >= 1
     assert row["messages_edited"] > 0 and row["messages_kept_whole"] > row["messages_edited"]
     assert row["user_lines"] <= 5
+    if row["summary_calls_builtin"] is not None:  # Pydantic AI Harness importable
+        assert row["summary_calls"] <= row["summary_calls_builtin"]
     assert row["peak_request_tokens"] <= row["threshold"]
 
 
