@@ -254,9 +254,9 @@ def test_the_rules_refuse_thinking_that_lost_its_provider() -> None:
 
 def test_usage_is_recorded_with_the_dicts_sent(monkeypatch: pytest.MonkeyPatch) -> None:
     compactor = Compactor(provider=lambda prompt: "S", threshold=50_000)
-    recorded: list[tuple[list[Any], object]] = []
-    monkeypatch.setattr(compactor, "record_usage",
-                        lambda messages, usage, **kw: recorded.append((messages, usage)))
+    recorded: list[tuple[list[Any], object, str | None]] = []
+    monkeypatch.setattr(compactor, "record_usage", lambda messages, usage, session_id=None:
+                        recorded.append((messages, usage, session_id)))
     calls = iter(range(10))
 
     def model(messages: list[pm.ModelMessage], info: Any) -> pm.ModelResponse:
@@ -273,8 +273,8 @@ def test_usage_is_recorded_with_the_dicts_sent(monkeypatch: pytest.MonkeyPatch) 
     def echo(x: str) -> str:
         return x
 
-    agent.run_sync("hi")
-    assert [usage for _, usage in recorded] == [321]
+    agent.run_sync("hi", conversation_id="conv-3")
+    assert [(usage, session) for _, usage, session in recorded] == [(321, "conv-3")]
     assert recorded[0][0] == [{"role": "user", "content": "hi"}]
 
 

@@ -9,7 +9,6 @@ session id is the run's ``conversation_id`` unless one is given.
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -44,11 +43,8 @@ class _Sent:
 class _State:
     """What one processor remembers between requests, per conversation."""
 
-    def __init__(self, compactor: Compactor | AsyncCompactor, session_id: str | None) -> None:
+    def __init__(self, session_id: str | None) -> None:
         self.session_id = session_id
-        parameters = inspect.signature(compactor.record_usage).parameters
-        self.usage_by_session = "session_id" in parameters
-        """Whether ``record_usage`` takes the session id (it keys what is recorded)."""
         self.sent: OrderedDict[str | None, _Sent] = OrderedDict()
 
     def session(self, ctx: RunContext[Any]) -> str | None:
@@ -101,9 +97,8 @@ def _record(compactor: Any, state: _State, session: str | None, messages: Messag
     found = state.usage(session, messages)
     if found is None:
         return
-    by_session = {"session_id": session} if state.usage_by_session else {}
     try:
-        compactor.record_usage(found[0], found[1], **by_session)
+        compactor.record_usage(found[0], found[1], session_id=session)
     except (TypeError, ValueError):
         logger.warning("usage not recorded", exc_info=True)
 
@@ -151,9 +146,9 @@ def compaction_processor(
     what the compactor remembers; by default each run's ``conversation_id``.
     """
     if isinstance(compactor, AsyncCompactor):
-        return _async(compactor, _State(compactor, session_id))
+        return _async(compactor, _State(session_id))
     if isinstance(compactor, Compactor):
-        return _sync(compactor, _State(compactor, session_id))
+        return _sync(compactor, _State(session_id))
     raise TypeError(
         f"compactor must be a Compactor or an AsyncCompactor, got {type(compactor).__name__}"
     )
