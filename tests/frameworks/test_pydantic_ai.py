@@ -28,6 +28,7 @@ from pydantic_ai.usage import RequestUsage
 from bareagent_compact import AsyncCompactor, Compactor, JsonlTranscriptManager
 from bareagent_compact.integrations.pydantic_ai import (
     MARK,
+    _processor,
     compaction_processor,
     from_dicts,
     is_summary,
@@ -207,6 +208,40 @@ def test_an_edited_pending_turn_after_a_summary_keeps_its_own_fields() -> None:
     pending = back[-1]
     assert pending.parts[0].content == "Now b.py [... cut ...]"
     assert (pending.timestamp, pending.run_id, pending.parts[0].timestamp) == (later, "r2", later)
+
+
+def test_a_part_of_another_kind_is_kept_with_its_message_even_when_that_is_edited() -> None:
+    other = pm.CompactionPart("server summary", id="cmp_1", provider_name="anthropic")
+    messages = history()
+    messages[1] = dataclasses.replace(messages[1], parts=[*messages[1].parts, other])
+    converted = to_dicts(messages)
+    assert converted.dicts[2]["content"][-1] == {"type": "text", "text": "server summary"}
+    assert restore(converted, list(converted.dicts))[1] is messages[1]
+    back = _edited(messages, 2, lambda d: d["content"].pop(0))  # thinking cleared
+    assert back[1].parts[-1] is other
+
+
+def test_a_history_that_cannot_be_read_back_is_sent_as_it_was(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(_processor, "back", broken)
+    seen: list[list[pm.ModelMessage]] = []
+
+    def model(messages: list[pm.ModelMessage], info: Any) -> pm.ModelResponse:
+        seen.append(messages)
+        return pm.ModelResponse([pm.TextPart("ok")])
+
+    compactor = Compactor(provider=lambda prompt: "S", threshold=1000)
+    processor = compaction_processor(compactor)
+    agent = Agent(FunctionModel(model), capabilities=[ProcessHistory(processor)])
+    history_ = [pm.ModelRequest([pm.UserPromptPart("x " * 3000)]),
+                pm.ModelResponse([pm.TextPart("y")])]
+    assert agent.run_sync("go", message_history=history_).output == "ok"
+    assert seen[0][0] is history_[0] and seen[0][1] is history_[1]
+    assert "could not be read back" in caplog.text
 
 
 def test_dicts_the_library_wrote_become_messages_naming_their_tools() -> None:
