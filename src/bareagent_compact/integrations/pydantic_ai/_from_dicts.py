@@ -7,6 +7,8 @@ for any dict whose original message is unknown; a dict that came from a
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -38,15 +40,27 @@ def _blocks(content: object) -> list[Mapping[str, Any]]:
     return []
 
 
+@functools.cache
+def _fields(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+def known(cls: type, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The keywords of ``given`` that ``cls`` has as fields (older Pydantic AI
+    versions lack some, such as ``metadata`` or ``outcome``)."""
+    return {k: v for k, v in given.items() if k in _fields(cls)}
+
+
 def request_part(block: Mapping[str, Any], tool_names: Mapping[str, str]) -> pm.ModelRequestPart:
     """The request part of one block of a user message."""
     if block.get("type") == "tool_result":
         call_id = str(block.get("tool_use_id"))
+        outcome = {"outcome": "failed"} if block.get("is_error") else {}
         return pm.ToolReturnPart(
             tool_name=tool_names.get(call_id, "unknown"),
             content=result_text(block.get("content")),
             tool_call_id=call_id,
-            outcome="failed" if block.get("is_error") else "success",
+            **known(pm.ToolReturnPart, outcome),
         )
     return pm.UserPromptPart(str(block.get("text", "")))
 
@@ -84,14 +98,16 @@ def from_dict(
     if role == "assistant":
         if after_summary and own_text(content) is not None:
             extra["metadata"] = {MARK: "acknowledgement"}
-        return pm.ModelResponse([response_part(b) for b in _blocks(content)], **extra)
+        parts = [response_part(b) for b in _blocks(content)]
+        return pm.ModelResponse(parts, **known(pm.ModelResponse, extra))
     if role == "system":
         text = content if isinstance(content, str) else result_text(content)
-        return pm.ModelRequest([pm.SystemPromptPart(text)], **extra)
+        return pm.ModelRequest([pm.SystemPromptPart(text)], **known(pm.ModelRequest, extra))
     own = own_text(content)
     if own is not None and own.startswith(SUMMARY_PREFIX):
         extra["metadata"] = {MARK: "summary"}
-    return pm.ModelRequest([request_part(b, tool_names) for b in _blocks(content)], **extra)
+    prompt = [request_part(b, tool_names) for b in _blocks(content)]
+    return pm.ModelRequest(prompt, **known(pm.ModelRequest, extra))
 
 
 def from_dicts(
@@ -117,7 +133,7 @@ def is_summary(message: pm.ModelMessage) -> bool:
     """Whether ``message`` holds a summary a compaction wrote: marked so, or (once a
     later run merged it into the request before it, as Pydantic AI does with
     consecutive requests of a ``message_history``) a user prompt of the summary's."""
-    if (message.metadata or {}).get(MARK) == "summary":
+    if (getattr(message, "metadata", None) or {}).get(MARK) == "summary":
         return True
     return isinstance(message, pm.ModelRequest) and any(
         isinstance(p, pm.UserPromptPart) and isinstance(p.content, str)

@@ -88,7 +88,7 @@ def request_block(part: pm.ModelRequestPart) -> dict[str, Any]:
         block: dict[str, Any] = {
             "type": "tool_result", "tool_use_id": part.tool_call_id, "content": _return_text(part)
         }
-        if part.outcome != "success":
+        if getattr(part, "outcome", "success") != "success":
             block["is_error"] = True
         return block
     if isinstance(part, pm.RetryPromptPart) and part.tool_name is not None:
