@@ -6,7 +6,9 @@ the processor returns as the run's history). The messages go through Anthropic
 Messages dicts and back: what compaction left alone is the same ``ModelMessage``
 object, what it edited keeps every field but the edited content, and the summary
 is a ``ModelRequest`` with one ``UserPromptPart`` followed by the acknowledgement
-as a ``ModelResponse``, both marked in ``metadata``. Importing this module imports
+as a ``ModelResponse``, both marked in ``metadata``. ``summary_provider(model)`` is
+an async summariser for an ``AsyncCompactor`` that asks a Pydantic AI model.
+Importing this module imports
 Pydantic AI (``pip install "bareagent-compact[pydantic-ai]"``).
 """
 
