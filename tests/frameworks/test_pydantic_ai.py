@@ -10,6 +10,8 @@ import importlib.util
 import inspect
 import subprocess
 import sys
+import warnings
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,22 @@ from bareagent_compact.integrations.pydantic_ai import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _close_the_event_loop_run_sync_leaves() -> Iterator[None]:
+    """``Agent.run_sync`` leaves an event loop set as the thread's current one; close
+    it, so that a later test replacing it does not leave it unclosed."""
+    yield
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            loop = asyncio.get_event_loop()
+        except RuntimeError:
+            return
+    if not loop.is_running():
+        loop.close()
+        asyncio.set_event_loop(None)
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
 
