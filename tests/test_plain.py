@@ -204,8 +204,8 @@ LC_HINT = "convert_to_openai_messages"
 FRAMEWORK_OBJECTS = [
     ("langchain_core.messages.ai", "AIMessage", True, "LangChain", LC_HINT),
     ("langchain_core.messages.tool", "ToolMessage", True, "LangChain", LC_HINT),
-    ("pydantic_ai.messages", "ModelResponse", False, "Pydantic AI", "assistant message"),
-    ("pydantic_ai.messages", "ModelRequest", False, "Pydantic AI", "assistant message"),
+    ("pydantic_ai.messages", "ModelResponse", False, "Pydantic AI", "compaction_processor"),
+    ("pydantic_ai.messages", "ModelRequest", False, "Pydantic AI", "compaction_processor"),
     ("smolagents.memory", "ActionStep", False, "smolagents", "to_messages"),
     ("smolagents.models", "ChatMessage", False, "smolagents", "to_messages"),
 ]

@@ -26,8 +26,10 @@ _FRAMEWORKS: Final = {
     "langchain_community": ("LangChain", _LANGCHAIN_HINT),
     "pydantic_ai": (
         "Pydantic AI",
-        "convert them first into message dicts: a ModelRequest's parts into system, user "
-        "and tool messages, a ModelResponse's into an assistant message",
+        "compact them with the Pydantic AI integration: Agent(..., capabilities=["
+        "ProcessHistory(compaction_processor(compactor))]) with compaction_processor from "
+        "bareagent_compact.integrations.pydantic_ai "
+        '(pip install "bareagent-compact[pydantic-ai]")',
     ),
     "smolagents": (
         "smolagents",
