@@ -179,7 +179,7 @@ def run_session_sync(agent: Agent[Any], session: Any, run_config: RunConfig | No
 
 
 class CountingSummarizer:
-    """A summary provider that counts its calls and the tool call ids each prompt held."""
+    """A summary provider that counts its calls and the files whose reads each prompt held."""
 
     def __init__(self) -> None:
         self.calls = 0
@@ -187,7 +187,7 @@ class CountingSummarizer:
 
     def __call__(self, prompt: list[dict[str, Any]], /) -> str:
         self.calls += 1
-        self.seen.append(set(re.findall(r"call_\d+_\d+", json.dumps(prompt, default=repr))))
+        self.seen.append(set(re.findall(r"src/m\d+b?\.py", json.dumps(prompt, default=repr))))
         return f"Summary {self.calls}: the modules read so far and what they define."
 
 
@@ -212,7 +212,7 @@ class _Compacted:
 
 
 def summarised_twice(summarizer: CountingSummarizer) -> set[str]:
-    """The tool call ids that more than one summary request was sent."""
+    """The files whose reads more than one summary request was sent."""
     twice: set[str] = set()
     for index, ids in enumerate(summarizer.seen):
         for later in summarizer.seen[index + 1 :]:
