@@ -71,7 +71,7 @@ class CheckingModel(Model):
         self.leader: dict[str, str] = {}
         self.outputs: dict[str, dict[str, Any]] = {}
 
-    async def get_response(  # noqa: PLR0913 - the Model interface
+    async def get_response(  # noqa: PLR0917 - the Model interface
         self, system_instructions: Any, input: Any, model_settings: Any, tools: Any,
         output_schema: Any, handoffs: Any, tracing: Any, *, previous_response_id: Any,
         conversation_id: Any, prompt: Any,

@@ -23,7 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from _agents_session import (  # noqa: E402 - the paths above first
+from _agents_session import (
     CheckingModel,
     CountingSummarizer,
     FakeCompactClient,
@@ -31,11 +31,11 @@ from _agents_session import (  # noqa: E402 - the paths above first
     run_session,
     summarised_twice,
 )
-from agents import RunConfig, set_tracing_disabled  # noqa: E402
-from agents.memory import OpenAIResponsesCompactionSession, SQLiteSession  # noqa: E402
+from agents import RunConfig, set_tracing_disabled
+from agents.memory import OpenAIResponsesCompactionSession, SQLiteSession
 
-from bareagent_compact import Compactor  # noqa: E402
-from bareagent_compact.integrations.openai_agents import (  # noqa: E402
+from bareagent_compact import Compactor
+from bareagent_compact.integrations.openai_agents import (
     CompactingSession,
     compaction_input_filter,
 )
@@ -59,7 +59,8 @@ def library_row() -> dict[str, Any]:
     checks = model.checks
     return {"calls": checks.calls, "refused": checks.refused, "fields_lost": checks.fields_lost,
             "summary_calls": summarizer.calls,
-            "summarised_twice": len(summarised_twice(summarizer)), "peak_request_tokens": checks.peak_tokens,
+            "summarised_twice": len(summarised_twice(summarizer)),
+            "peak_request_tokens": checks.peak_tokens,
             "reasons": checks.reasons[:5]}
 
 

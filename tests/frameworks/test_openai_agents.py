@@ -13,11 +13,12 @@ import pytest
 
 pytest.importorskip("agents")
 
-from agents import RunConfig, set_tracing_disabled  # noqa: E402
-from agents.memory import OpenAIResponsesCompactionSession, SQLiteSession  # noqa: E402
+from agents import RunConfig, set_tracing_disabled
+from agents.memory import OpenAIResponsesCompactionSession, SQLiteSession
+from agents.run_config import ModelInputData
 
-from bareagent_compact import AsyncCompactor, Compactor  # noqa: E402
-from bareagent_compact.integrations.openai_agents import (  # noqa: E402
+from bareagent_compact import AsyncCompactor, Compactor
+from bareagent_compact.integrations.openai_agents import (
     CompactingSession,
     compaction_input_filter,
 )
@@ -102,7 +103,6 @@ def test_async_compactor_serves_both_pieces():
 
 def naive_filter(compactor: Compactor) -> Any:
     """The obvious filter: compacts each call's list, remembering nothing."""
-    from agents.run_config import ModelInputData
 
     def compaction_filter(data: Any) -> ModelInputData:
         items, _ = compactor.compacted(list(data.model_data.input))
