@@ -18,6 +18,8 @@ Loop shapes:
 - **rebuilt, record_usage**: the same, ``record_usage`` with the new list;
 - **new compactor**: a compactor built for every request (a stateless server),
   construction included;
+- **new list (compacted)**: ``compacted()`` every turn, its new list the next
+  turn's history (the caller's list and messages left untouched);
 - **record_usage alone**: the mean cost of ``record_usage`` in the appended loop.
 """
 
@@ -95,6 +97,8 @@ def shape(name: str, history: Messages, turns: int) -> float:
         start = _clock()
         if name == "new compactor":
             _compactor(threshold)(messages)
+        elif name == "new list (compacted)":
+            messages, _ = compactor.compacted(messages)
         else:
             compactor(messages)
         if usage:
@@ -130,6 +134,7 @@ SHAPES: tuple[str, ...] = (
     "rebuilt",
     "rebuilt, record_usage",
     "new compactor",
+    "new list (compacted)",
 )
 
 

@@ -832,3 +832,30 @@ def test_a_summary_made_in_the_background_reports_what_its_request_used() -> Non
         assert result.cost == SummaryCost(1, 700, 512, None, 9)
 
     run(main())
+
+
+def test_a_background_summary_started_by_compacted_is_swapped_in_on_its_new_list() -> None:
+    async def main() -> None:
+        provider = GatedProvider()
+        messages = history()
+        threshold = math.ceil(tokens(messages) / 0.6)
+        compactor = AsyncCompactor(
+            provider, threshold=threshold, background_at=0.5, keep_recent=100
+        )
+        before = copy.deepcopy(messages)
+        new, first = await compactor.compacted(messages, session_id="thread")
+        assert first.action is Action.NONE and compactor.background_pending
+        await settle()
+        appended = tool_round("late", "bash", "late " * 40)
+        new = [*new, *appended]
+        provider.release.set()
+        await settle()
+        given = list(new)
+        swapped, result = await compactor.compacted(new, session_id="thread")
+        assert result.action is Action.FULL and result.summary_calls == 1
+        assert new == given and all(a is b for a, b in zip(new, given, strict=True))
+        assert messages == before
+        assert_swapped(swapped, given, appended)
+        assert not compactor.background_pending
+
+    run(main())

@@ -97,7 +97,8 @@ class AsyncCompactor(Engine[SummaryProvider | AsyncSummaryProvider]):
 
     def set_session_id(self, session_id: str) -> None:
         """Rebind the session id (call it on ``/new`` and ``/resume``)."""
-        self._parts.session_id = self._checked_session_id(session_id)
+        self._parts.session_id = checked = self._checked_session_id(session_id)
+        self._conversations.discard(checked)
 
     async def __call__(
         self,
@@ -105,21 +106,26 @@ class AsyncCompactor(Engine[SummaryProvider | AsyncSummaryProvider]):
         force: bool = False,
         *,
         instructions: str | None = None,
+        session_id: str | None = None,
     ) -> CompactionResult:
         """Run one compaction step on ``messages`` in place (SPEC 11.2 steps 1-8).
 
         ``instructions`` is added to this call's summary request, after the
-        constructor's (``/compact focus on the failing test``).
+        constructor's (``/compact focus on the failing test``). ``session_id``:
+        the conversation ``messages`` is (default: the compactor's own session).
         """
         force, instructions = check_call(force, instructions)
+        checked = self._session_arg(session_id)
         holder = self._holder
         if holder is not None and holder in _CALLS.get():
             # Called from inside its own call (a hook): the lock is already ours.
-            return await self._compact(messages, force, instructions)
+            with self._in_session(checked):
+                return await self._compact(messages, force, instructions)
         lock = self._claim()
         try:
             async with lock:
-                return await self._hold(messages, force, instructions)
+                with self._in_session(checked):
+                    return await self._hold(messages, force, instructions)
         finally:
             self._release(lock)
 
@@ -134,7 +140,7 @@ class AsyncCompactor(Engine[SummaryProvider | AsyncSummaryProvider]):
         """One compaction step that leaves ``messages`` and every message in it as
         they are: ``(new_messages, result)`` (see :meth:`Compactor.compacted`)."""
         force, instructions = check_call(force, instructions)
-        checked = None if session_id is None else self._checked_session_id(session_id)
+        checked = self._session_arg(session_id)
 
         async def run() -> tuple[list[Any], CompactionResult]:
             with self._in_session(checked):
@@ -192,15 +198,17 @@ class AsyncCompactor(Engine[SummaryProvider | AsyncSummaryProvider]):
     async def aclose(self) -> bool:
         """Cancel the summary running in the background, or drop one done and not
         yet swapped in; ``True`` if there was one. The history is left as it is
-        (nothing was summarised); the next call compacts as usual."""
-        task = self._drop_background("cancelled by aclose()")
-        if not isinstance(task, asyncio.Task):
-            return False
-        if not task.done():
-            _cancel(task)
-            if task.get_loop() is asyncio.get_running_loop():
-                await asyncio.wait((task,))
-        return True
+        (nothing was summarised); the next call compacts as usual. The summaries
+        of the other conversations (``session_id=``) are cancelled too."""
+        handles = [self._drop_background("cancelled by aclose()")]
+        handles += self._conversations.drop_pending()
+        tasks = [task for task in handles if isinstance(task, asyncio.Task)]
+        for task in tasks:
+            if not task.done():
+                _cancel(task)
+                if task.get_loop() is asyncio.get_running_loop():
+                    await asyncio.wait((task,))
+        return bool(tasks)
 
     async def __aenter__(self) -> AsyncCompactor:
         return self

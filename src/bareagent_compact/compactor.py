@@ -69,23 +69,32 @@ class Compactor(Engine[SummaryProvider]):
                 "asyncio task"
             )
 
-    def undo(self, messages: MutableSequence[Any], result: CompactionResult) -> bool:
+    def undo(
+        self,
+        messages: MutableSequence[Any],
+        result: CompactionResult,
+        *,
+        session_id: str | None = None,
+    ) -> bool:
         """Put back the history the full compaction of ``result`` replaced (see
         :meth:`Engine.undo`); what was appended since is kept after it."""
         with self._lock:
-            return super().undo(messages, result)
+            return super().undo(messages, result, session_id=session_id)
 
-    def record_usage(self, messages: Sequence[Any], usage: object) -> None:
+    def record_usage(
+        self, messages: Sequence[Any], usage: object, *, session_id: str | None = None
+    ) -> None:
         """Anchor the count on the usage the API reported (see
         :meth:`Engine.record_usage`)."""
         with self._lock:
-            super().record_usage(messages, usage)
+            super().record_usage(messages, usage, session_id=session_id)
 
     def set_session_id(self, session_id: str) -> None:
         """Rebind the session id (call it on ``/new`` and ``/resume``)."""
         checked = self._checked_session_id(session_id)
         with self._lock:
             self._parts.session_id = checked
+            self._conversations.discard(checked)
 
     def __call__(
         self,
@@ -93,14 +102,17 @@ class Compactor(Engine[SummaryProvider]):
         force: bool = False,
         *,
         instructions: str | None = None,
+        session_id: str | None = None,
     ) -> CompactionResult:
         """Run one compaction step on ``messages`` in place (SPEC 11.2 steps 1-8).
 
         ``instructions`` is added to this call's summary request, after the
-        constructor's (``/compact focus on the failing test``).
+        constructor's (``/compact focus on the failing test``). ``session_id``:
+        the conversation ``messages`` is (default: the compactor's own session).
         """
         force, instructions = check_call(force, instructions)
-        with self._lock:
+        checked = self._session_arg(session_id)
+        with self._lock, self._in_session(checked):
             result = self._drive(self._steps(messages, force, instructions))
             self.last_result = result
             return result
@@ -116,11 +128,12 @@ class Compactor(Engine[SummaryProvider]):
         """One compaction step that leaves ``messages`` and every message in it as
         they are: ``(new_messages, result)``. The messages compaction did not change
         are the same objects in ``new_messages``; ``undo(new_messages, result)``
-        works on it. ``session_id`` (default: the compactor's own) keys this
-        call's snapshot and archive records.
+        works on it. ``session_id``: the conversation ``messages`` is (default:
+        the compactor's own session); it keys the snapshot, the archive records
+        and what the compactor remembers of that conversation between calls.
         """
         force, instructions = check_call(force, instructions)
-        checked = None if session_id is None else self._checked_session_id(session_id)
+        checked = self._session_arg(session_id)
         with self._lock, self._in_session(checked):
             new, result = self._drive(self._new_list_steps(messages, force, instructions))
             self.last_result = result

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, MutableSequence, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Iterable, MutableSequence, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import fields
 from datetime import timedelta
+from functools import partial
 from typing import Any, Final, Generic, TypeVar, cast, overload
 
 from bareagent_compact.engine import new_list, step
+from bareagent_compact.engine.conversations import Conversations
 from bareagent_compact.engine.counter import Counter
 from bareagent_compact.engine.full.background import drop
 from bareagent_compact.engine.parts import Parts
@@ -236,6 +238,7 @@ class Engine(Generic[ProviderT]):
         ports = Ports(options.archive, options.transcript_mgr)
         checked = ports.check_session_id(session_id)
         self._parts = Parts(provider, options, ports, checked, Counter(options))
+        self._conversations = Conversations()
         self._check_plugins(provider, options, ports)
         self._setup()
 
@@ -327,21 +330,18 @@ class Engine(Generic[ProviderT]):
         (see :mod:`bareagent_compact.engine.new_list`)."""
         return new_list.steps(self._parts, messages, force, instructions)
 
-    @contextmanager
-    def _in_session(self, session_id: str | None) -> Iterator[None]:
-        """Run a call under ``session_id`` (``None``: the compactor's own)."""
-        if session_id is None:
-            yield
-            return
-        parts = self._parts
-        own = parts.session_id
-        parts.session_id = session_id
-        try:
-            yield
-        finally:
-            parts.session_id = own
+    def _in_session(self, session_id: str | None) -> AbstractContextManager[None]:
+        """Run a call in ``session_id``'s conversation (``None``: the compactor's own;
+        see :mod:`bareagent_compact.engine.conversations`)."""
+        return self._conversations.entered(self._parts, session_id)
 
-    def record_usage(self, messages: Sequence[Any], usage: object) -> None:
+    def _session_arg(self, session_id: object) -> str | None:
+        """A call's ``session_id``: ``None``, or a checked session id."""
+        return None if session_id is None else self._checked_session_id(session_id)
+
+    def record_usage(
+        self, messages: Sequence[Any], usage: object, *, session_id: str | None = None
+    ) -> None:
         """Anchor the count on what the API reported for a request carrying ``messages``.
 
         Call it right after each model call, with the list exactly as it was sent
@@ -351,14 +351,17 @@ class Engine(Generic[ProviderT]):
         ``token_counter`` of the caller's, the count is the reported size plus the
         counter's count of the messages appended since, while those messages still
         open the history unedited; otherwise the counter counts the whole history.
+        ``session_id``: the conversation the request was for (default: the
+        compactor's own session).
         """
         tokens = input_tokens_of(usage)
-        parts = self._parts
-        parts.counter.record(parts.view, messages, tokens)
-        if not parts.options.derived.custom_counter and not self.micro_options.is_spec:
-            parts.view.idle = False  # what is cleared depends on the count
+        with self._in_session(self._session_arg(session_id)):
+            parts = self._parts
+            parts.counter.record(parts.view, messages, tokens)
+            if not parts.options.derived.custom_counter and not self.micro_options.is_spec:
+                parts.view.idle = False  # what is cleared depends on the count
 
-    def forget(self) -> None:
+    def forget(self, *, session_id: str | None = None) -> None:
         """Drop what the compactor remembers of the history between calls, so that
         the next call reads every message again.
 
@@ -367,21 +370,29 @@ class Engine(Generic[ProviderT]):
         of type between equal values (``1`` to ``True`` or ``1.0``, a list to an
         equal ``UserList``) or an edit inside an object it does not copy; after
         such an edit, call this. What ``record_usage`` reported is kept: the next
-        count is anchored as before.
+        count is anchored as before. ``session_id``: that conversation's history
+        (default: the compactor's own session's).
         """
-        self._parts.view.forget()
+        with self._in_session(self._session_arg(session_id)):
+            self._parts.view.forget()
 
     @property
     def background_pending(self) -> bool:
         """True while a summary started in the background is running or waiting
         to be swapped in by the next call."""
-        return self._parts.pending is not None
+        return self._parts.pending is not None or bool(self._conversations.pending())
 
     def _drop_background(self, why: str) -> object | None:
         """Forget the summary running in the background (logged); its handle."""
         return drop(self._parts, why)
 
-    def undo(self, messages: MutableSequence[Any], result: CompactionResult) -> bool:
+    def undo(
+        self,
+        messages: MutableSequence[Any],
+        result: CompactionResult,
+        *,
+        session_id: str | None = None,
+    ) -> bool:
         """Put back the history a full compaction replaced, in place; ``True`` if done.
 
         ``result`` is the ``CompactionResult`` of that compaction (or
@@ -392,7 +403,8 @@ class Engine(Generic[ProviderT]):
         whose history is not ``messages`` (another list, or a history changed
         since other than by appending, for example by a later full compaction)
         is not undone either: ``False``, with a warning saying why. Arguments
-        of the wrong type are a ``TypeError``.
+        of the wrong type are a ``TypeError``. ``session_id``: the conversation
+        ``messages`` is (default: the compactor's own session).
         """
         if not isinstance(result, CompactionResult):
             raise TypeError(f"result must be a CompactionResult, got {type(result).__name__}")
@@ -406,12 +418,20 @@ class Engine(Generic[ProviderT]):
             return False
         undo_micro(list(result.truncations))  # the results truncated in that same call
         replace_all(messages, [*result.replaced, *current[len(result.rebuilt) :]])
-        view = self._parts.view
-        view.rescan(moved=True)  # texts put back whole are cut again next time
-        view.idle = False
+        with self._in_session(self._session_arg(session_id)):
+            view = self._parts.view
+            view.rescan(moved=True)  # texts put back whole are cut again next time
+            view.idle = False
         return True
 
-    def recall(self, handle: str, offset: int = 0, limit: int | None = None) -> str:
+    def recall(
+        self,
+        handle: str,
+        offset: int = 0,
+        limit: int | None = None,
+        *,
+        session_id: str | None = None,
+    ) -> str:
         """The original of a truncated result, by the handle its marker shows.
 
         Read from the archive (``archive=store`` or ``archive=store.archive`` of a
@@ -420,26 +440,36 @@ class Engine(Generic[ProviderT]):
         the JSON the archive holds. ``offset`` and ``limit`` (characters) give a
         part of it. ``LookupError`` for a handle that names nothing in this
         session, or when the archive cannot be read back; ``TypeError`` /
-        ``ValueError`` for arguments of the wrong type or range.
+        ``ValueError`` for arguments of the wrong type or range. ``session_id``:
+        read that session's handles instead (default: the compactor's own).
         """
         offset, limit = check_span(offset, limit)
-        text = as_text(self._original(handle))
+        session = self._session_arg(session_id)
+        text = as_text(self._original(handle, session))
         return text[offset:] if limit is None else text[offset : offset + limit]
 
-    def handle_recall(self, tool_call: object, *, limit: int = DEFAULT_RECALL_LIMIT) -> Message:
+    def handle_recall(
+        self,
+        tool_call: object,
+        *,
+        limit: int = DEFAULT_RECALL_LIMIT,
+        session_id: str | None = None,
+    ) -> Message:
         """Answer a ``recall_truncated`` tool call of any dialect (an Anthropic
         ``tool_use`` block, a Chat ``tool_calls`` entry, a Responses
         ``function_call`` item, as dicts or SDK objects) with its tool result:
         one page of at most ``limit`` characters. Unknown or foreign handles and
         bad arguments give an error result, never an exception (see
-        :func:`~bareagent_compact.recall.answer_recall`)."""
-        return answer_recall(self._original, tool_call, limit=limit)
+        :func:`~bareagent_compact.recall.answer_recall`). ``session_id``: answer
+        from that session's handles (default: the compactor's own)."""
+        session = self._session_arg(session_id)
+        return answer_recall(partial(self._original, session=session), tool_call, limit=limit)
 
-    def _original(self, handle: object) -> object:
+    def _original(self, handle: object, session: str | None = None) -> object:
         reader = self._parts.ports.reader
         if reader is None:
             raise LookupError(
                 "nothing can be recalled: archive= is not a store that reads records "
                 "back (JsonlTranscriptManager, SqlTranscriptManager) or its archive method"
             )
-        return read_content(reader, self._parts.session_id, handle)
+        return read_content(reader, session or self._parts.session_id, handle)

@@ -21,6 +21,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import replace
 from typing import Any
 
+from bareagent_compact import dialects
 from bareagent_compact.engine import step
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.history import container_copy
@@ -47,13 +48,17 @@ def _working(message: Any) -> Any:
 class Copies:
     """The working list of one call, and the way back to the caller's objects."""
 
-    __slots__ = ("_back", "_forward", "work")
+    __slots__ = ("_back", "_forward", "_memo", "_systems", "work")
 
     def __init__(self, messages: Sequence[Any]) -> None:
-        plain = plain_view(messages)  # SDK objects as dicts; a foreign one refused here
+        plain: Sequence[Any] = messages
+        if not isinstance(messages, list) or dialects.holds_objects(messages):
+            plain = plain_view(messages)  # SDK objects as dicts; a foreign one refused here
         self.work: list[Any] = []
         self._back: dict[int, tuple[Any, Any, Any]] = {}
         self._forward: dict[int, Any] = {}
+        self._memo: dict[int, Any] = {}  # what back() gave for a message made meanwhile
+        self._systems: list[tuple[Any, Any]] = []  # (read, the caller's) system messages
         for original, read in zip(messages, plain, strict=True):
             work = _working(read)
             self.work.append(work)
@@ -61,19 +66,35 @@ class Copies:
                 # The copy, the caller's object, and what the copy equals while unchanged.
                 self._back[id(work)] = (work, original, read)
                 self._forward[id(original)] = work
+            if type(read) is dict and dialects.is_system(read):
+                self._systems.append((read, original))
 
     def back(self, value: Any) -> Any:
         """The caller's object for a copy still equal to what it was made from;
         anything else as it is."""
         found = self._back.get(id(value))
         if found is None or found[0] is not value:
-            return value
+            return self._system(value)
         _, original, read = found
         try:
             same = bool(value == read)
         except Exception:  # a value whose == raises: taken as changed
             same = False
         return original if same else value
+
+    def _system(self, value: Any) -> Any:
+        """A system message a rebuild copied: the caller's, when one equals it (the
+        first not handed back yet); anything else as it is."""
+        if id(value) in self._memo:
+            return self._memo[id(value)]
+        if not self._systems or type(value) is not dict or not dialects.is_system(value):
+            return value
+        for position, (read, original) in enumerate(self._systems):
+            if read == value:
+                del self._systems[position]
+                self._memo[id(value)] = original
+                return original
+        return value
 
     def forward(self, value: Any) -> Any:
         """This call's copy of a caller's object; anything else as it is."""
