@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("agents")
 
-from agents import RunConfig, set_tracing_disabled
+from agents import RunConfig, Runner, set_tracing_disabled
 from agents.memory import OpenAIResponsesCompactionSession, SQLiteSession
 from agents.run_config import ModelInputData
 
@@ -203,3 +203,82 @@ def test_offline_example_runs_through_the_runner():
     )
     assert "full compactions:" in done.stdout
     assert "refused: 0" in done.stdout
+
+
+class SeeingModel(CheckingModel):
+    """Also keeps every request it was sent, as JSON."""
+
+    sent = ""
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+        self.sent += json.dumps(kwargs["input"], default=repr)
+        return await super().get_response(*args, **kwargs)
+
+
+def test_two_sessions_on_one_compactor_stay_apart():
+    compactor = Compactor(provider=CountingSummarizer(), threshold=3_000)
+    config = RunConfig(call_model_input_filter=compaction_input_filter(compactor))
+    models = {name: SeeingModel() for name in ("alice", "bob")}
+    sessions = {name: CompactingSession(SQLiteSession(name), compactor) for name in models}
+
+    async def interleaved() -> None:
+        for run in range(6):
+            for name, model in models.items():
+                await Runner.run(make_agent(model), f"{name} task {run}",
+                                 session=sessions[name], run_config=config, max_turns=7)
+
+    asyncio.run(interleaved())
+    for name, model in models.items():
+        other = "bob" if name == "alice" else "alice"
+        stored = json.dumps(asyncio.run(sessions[name].session.get_items()))
+        assert f"{other} task" not in stored
+        assert f"{name} task 5" in model.sent
+        assert f"{other} task" not in model.sent
+        assert model.checks.calls == 30
+        assert (model.checks.refused, model.checks.fields_lost) == (0, 0), model.checks.reasons
+
+
+def test_filter_keys_conversations_by_the_session_id_it_is_given():
+    compactor = Compactor(provider=CountingSummarizer(), threshold=3_000)
+    seen: list[str] = []
+
+    def key(data: Any) -> str:
+        seen.append(data.agent.name)
+        return "fixed"
+
+    model = CheckingModel()
+    config = RunConfig(call_model_input_filter=compaction_input_filter(compactor, session_id=key))
+    asyncio.run(run_session(make_agent(model), SQLiteSession("keyed"), config))
+    assert seen == ["coder"] * 40
+    assert (model.checks.refused, model.checks.fields_lost) == (0, 0)
+    with pytest.raises(TypeError, match="session_id"):
+        compaction_input_filter(compactor, session_id=3)  # type: ignore[arg-type]
+
+
+class FailingRewrite(SQLiteSession):
+    """A store whose first write after every other clear fails (each rewrite's)."""
+
+    clears = 0
+    fail_next = False
+
+    async def clear_session(self) -> None:
+        self.clears += 1
+        self.fail_next = self.clears % 2 == 1
+        await super().clear_session()
+
+    async def add_items(self, items: list[Any]) -> None:
+        if self.fail_next:
+            self.fail_next = False
+            raise OSError("disk full")
+        await super().add_items(items)
+
+
+def test_a_failed_rewrite_puts_the_stored_history_back(caplog):
+    compactor = Compactor(provider=CountingSummarizer(), threshold=3_000)
+    store = FailingRewrite("failing")
+    model = CheckingModel()
+    asyncio.run(run_session(make_agent(model), CompactingSession(store, compactor), None))
+    stored = asyncio.run(store.get_items())
+    assert "restoring it" in caplog.text
+    assert sum(1 for item in stored if item.get("role") == "user") == 8  # every task kept
+    assert (model.checks.refused, model.checks.fields_lost) == (0, 0)

@@ -165,12 +165,8 @@ def _record(compactor: Any, session_id: str | None, wrapper: Any) -> None:
     if seen == conversation.usage_seen:
         return
     conversation.usage_seen = seen
-    keyed = "session_id" in inspect.signature(compactor.record_usage).parameters
     try:
-        if keyed:
-            compactor.record_usage(conversation.sent, entries[-1], session_id=session_id)
-        else:
-            compactor.record_usage(conversation.sent, entries[-1])
+        compactor.record_usage(conversation.sent, entries[-1], session_id=session_id)
     except (TypeError, ValueError):
         logger.warning("the run's usage could not be recorded", exc_info=True)
 
