@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("agents")
 
 from agents import RunConfig, Runner, set_tracing_disabled
-from agents.memory import OpenAIResponsesCompactionSession, SQLiteSession
+from agents.memory import OpenAIResponsesCompactionSession, Session, SQLiteSession
 from agents.run_config import ModelInputData
 
 from bareagent_compact import AsyncCompactor, Compactor
@@ -171,6 +171,13 @@ def test_clear_session_forgets_and_empties_the_store():
     asyncio.run(run_session(make_agent(CheckingModel()), session, config))
     asyncio.run(session.clear_session())
     assert asyncio.run(session.get_items()) == []
+
+
+def test_the_wrapper_is_a_session_of_the_sdk_protocol():
+    session = CompactingSession(SQLiteSession("p"), Compactor(provider=CountingSummarizer()))
+    assert isinstance(session, Session)
+    assert session.session_id == "p"
+    assert session.session_settings is session.session.session_settings
 
 
 def test_a_session_without_the_protocol_is_refused():

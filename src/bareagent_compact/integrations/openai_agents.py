@@ -87,7 +87,7 @@ class _Conversation:
             return len(form) + len(since)
         return None
 
-    def candidate(self, items: list[Any]) -> tuple[list[Any], list[bytes]]:
+    def candidate(self, items: list[Any]) -> list[Any]:
         """The list to compact: what is known replaced by its compacted form."""
         digests = _fingerprints(items)
         start = self.continuation(digests)
@@ -95,7 +95,7 @@ class _Conversation:
             self.log, self.compacted, self.forms = [], [], []
             start = 0
         self.log.extend(digests[start:])
-        return [*self.compacted, *items[start:]], digests
+        return [*self.compacted, *items[start:]]
 
     def remember(self, compacted: list[Any]) -> None:
         """``compacted`` now stands for the whole log."""
@@ -144,7 +144,7 @@ async def _compact(compactor: Any, items: list[Any], session_id: str | None) -> 
     """
     conversation = _conversation(compactor, session_id)
     async with conversation.lock:
-        candidate, _ = conversation.candidate(items)
+        candidate = conversation.candidate(items)
         try:
             compacted, _result = await _compacted(compactor, candidate, session_id)
         except Exception:
