@@ -64,7 +64,9 @@ class Checks:
 class CheckingModel(Model):
     """A fake Responses model answering from the script and checking every request."""
 
-    def __init__(self) -> None:
+    def __init__(self, calls_per_run: int = CALLS_PER_RUN) -> None:
+        self.calls_per_run = calls_per_run
+        self.sizes: list[int] = []
         self.checks = Checks()
         self.made: dict[str, dict[str, Any]] = {}
         self.follower: dict[str, str] = {}
@@ -78,7 +80,8 @@ class CheckingModel(Model):
     ) -> ModelResponse:
         items = [input] if isinstance(input, str) else list(input)
         self.checks.calls += 1
-        self.checks.peak_tokens = max(self.checks.peak_tokens, estimate(items))
+        self.sizes.append(estimate(items))
+        self.checks.peak_tokens = max(self.checks.peak_tokens, self.sizes[-1])
         problems = self.problems(items)
         if problems:
             self.checks.refused += 1
@@ -100,7 +103,7 @@ class CheckingModel(Model):
             id=f"rs_{n}", type="reasoning", encrypted_content=f"enc-{n}-" + "x" * 40,
             summary=[Summary(type="summary_text", text=f"thinking about step {n}")],
         )
-        if n % CALLS_PER_RUN == 0:
+        if n % self.calls_per_run == 0:
             first: Any = ResponseOutputMessage(
                 id=f"msg_{n}", type="message", role="assistant", status="completed",
                 content=[ResponseOutputText(type="output_text", text=f"done {n}",

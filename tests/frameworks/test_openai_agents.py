@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import subprocess
 import sys
@@ -288,4 +289,27 @@ def test_a_failed_rewrite_puts_the_stored_history_back(caplog):
     stored = asyncio.run(store.get_items())
     assert "restoring it" in caplog.text
     assert sum(1 for item in stored if item.get("role") == "user") == 8  # every task kept
+    assert (model.checks.refused, model.checks.fields_lost) == (0, 0)
+
+
+def test_inside_one_run_a_compaction_is_never_thrown_away_at_the_next_call():
+    def one_run(make_filter: Any) -> tuple[CheckingModel, CountingSummarizer]:
+        summarizer = CountingSummarizer()
+        model = CheckingModel(calls_per_run=30)
+        config = RunConfig(call_model_input_filter=make_filter(
+            Compactor(provider=summarizer, threshold=3_000)))
+        asyncio.run(Runner.run(make_agent(model), "Read the modules.",
+                               session=SQLiteSession("long"), run_config=config, max_turns=31))
+        return model, summarizer
+
+    def jumps(sizes: list[int]) -> int:  # a request far bigger than the one before it
+        return sum(1 for before, after in itertools.pairwise(sizes) if after > before + 1_500)
+
+    _, naive = one_run(naive_filter)
+    assert summarised_twice(naive)  # the naive filter summarises the same reads again
+    model, ours = one_run(compaction_input_filter)
+    assert model.checks.calls == 30
+    assert 2 <= ours.calls < naive.calls
+    assert jumps(model.sizes) == 0
+    assert summarised_twice(ours) == set()
     assert (model.checks.refused, model.checks.fields_lost) == (0, 0)
