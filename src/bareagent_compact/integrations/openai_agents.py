@@ -37,8 +37,10 @@ _FORMS_KEPT: Final = 8
 _CONVERSATIONS_KEPT: Final = 256
 """How many conversations one compactor's memory holds here (least recently used out)."""
 
-_current_session: ContextVar[str | None] = ContextVar("bareagent_compact_session", default=None)
-"""The id of the CompactingSession the current run read its history from."""
+_current_session: ContextVar[tuple[Any, str] | None] = ContextVar(
+    "bareagent_compact_session", default=None
+)
+"""The compactor and id of the CompactingSession the current run read its history from."""
 
 SessionIdSource = str | Callable[[CallModelData[Any]], "str | None"] | None
 
@@ -177,8 +179,9 @@ def compaction_input_filter(
     """A ``call_model_input_filter`` that compacts every model call's input for good.
 
     ``session_id`` keys the conversation: a string, a function of the
-    ``CallModelData``, or ``None`` for the id of the ``CompactingSession`` the run
-    uses (``None`` again without one: the compactor's own session).
+    ``CallModelData``, or ``None`` for the id of the ``CompactingSession`` on the
+    same compactor that the run uses (``None`` again without one: the compactor's
+    own session).
     """
     if not callable(getattr(compactor, "compacted", None)):
         raise TypeError(
@@ -193,7 +196,8 @@ def compaction_input_filter(
         elif session_id is not None:
             key = session_id(data)
         else:
-            key = _current_session.get()
+            current = _current_session.get()
+            key = current[1] if current is not None and current[0] is compactor else None
         items = list(data.model_data.input)
         compacted = await _compact(compactor, items, key)
         _conversation(compactor, key).sent = compacted
@@ -249,11 +253,11 @@ class CompactingSession:
         return getattr(self.session, "session_settings", None)
 
     async def get_items(self, limit: int | None = None, *, wrapper: Any = None) -> list[Any]:
-        _current_session.set(self.session_id)
+        _current_session.set((self.compactor, self.session_id))
         return list(await _call(self.session.get_items, limit, wrapper=wrapper))
 
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
-        _current_session.set(self.session_id)
+        _current_session.set((self.compactor, self.session_id))
         await _call(self.session.add_items, items, wrapper=wrapper)
         _record(self.compactor, self.session_id, wrapper)
         stored = list(await _call(self.session.get_items, None, wrapper=wrapper))
