@@ -313,3 +313,17 @@ def test_inside_one_run_a_compaction_is_never_thrown_away_at_the_next_call():
     assert jumps(model.sizes) == 0
     assert summarised_twice(ours) == set()
     assert (model.checks.refused, model.checks.fields_lost) == (0, 0)
+
+
+def test_the_fake_model_refuses_what_the_api_refuses_and_counts_lost_fields():
+    def lossy(data: Any) -> ModelInputData:  # drops reasoning items and the calls' status
+        items = [{k: v for k, v in item.items() if k != "status"}
+                 for item in data.model_data.input if item.get("type") != "reasoning"]
+        return ModelInputData(input=items, instructions=data.model_data.instructions)
+
+    model = CheckingModel()
+    asyncio.run(Runner.run(make_agent(model), "Read.", session=SQLiteSession("lossy"),
+                           run_config=RunConfig(call_model_input_filter=lossy), max_turns=7))
+    assert model.checks.refused == model.checks.calls - 1  # all but the first request
+    assert model.checks.fields_lost > 0
+    assert any("without its reasoning" in reason for reason in model.checks.reasons)
