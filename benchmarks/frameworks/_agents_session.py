@@ -15,17 +15,25 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from typing import Any
 
 from agents import Agent, ModelResponse, RunConfig, Runner, Usage, function_tool
 from agents.models.interface import Model
 from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputText,
     ResponseReasoningItem,
 )
 from openai.types.responses.response_reasoning_item import Summary
+from openai.types.responses.response_usage import (
+    InputTokensDetails,
+    OutputTokensDetails,
+    ResponseUsage,
+)
 
 RUNS = 8
 CALLS_PER_RUN = 5
@@ -94,8 +102,22 @@ class CheckingModel(Model):
             response_id=f"resp_{self.checks.calls}",
         )
 
-    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("the scripted session does not stream")
+    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        """The same answer, streamed as one ``response.completed`` event."""
+        answer = await self.get_response(*args, **kwargs)
+        usage = ResponseUsage(
+            input_tokens=answer.usage.input_tokens, output_tokens=answer.usage.output_tokens,
+            total_tokens=answer.usage.total_tokens,
+            input_tokens_details=InputTokensDetails(cached_tokens=0, cache_write_tokens=0),
+            output_tokens_details=OutputTokensDetails(reasoning_tokens=0),
+        )
+        response = Response(
+            id=str(answer.response_id), created_at=0, model="scripted", object="response",
+            output=answer.output, tool_choice="auto", tools=[], top_p=None,
+            parallel_tool_calls=True, status="completed", usage=usage,
+        )
+        yield ResponseCompletedEvent(type="response.completed", response=response,
+                                     sequence_number=0)
 
     def answer(self, n: int) -> list[Any]:
         """Call ``n``'s output: reasoning, then tool calls or the run's final message."""
@@ -172,6 +194,18 @@ async def run_session(agent: Agent[Any], session: Any, run_config: RunConfig | N
     for run in range(RUNS):
         await Runner.run(agent, f"Task {run}: read the next modules and report.",
                          session=session, run_config=run_config, max_turns=CALLS_PER_RUN + 2)
+
+
+async def run_session_streamed(
+    agent: Agent[Any], session: Any, run_config: RunConfig | None
+) -> None:
+    """The same runs through ``Runner.run_streamed``, every event read."""
+    for run in range(RUNS):
+        result = Runner.run_streamed(agent, f"Task {run}: read the next modules and report.",
+                                     session=session, run_config=run_config,
+                                     max_turns=CALLS_PER_RUN + 2)
+        async for _event in result.stream_events():
+            pass
 
 
 def run_session_sync(agent: Agent[Any], session: Any, run_config: RunConfig | None) -> None:

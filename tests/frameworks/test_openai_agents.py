@@ -33,6 +33,7 @@ from _agents_session import (  # noqa: E402
     FakeCompactClient,
     make_agent,
     run_session,
+    run_session_streamed,
     run_session_sync,
     summarised_twice,
 )
@@ -89,6 +90,17 @@ def test_run_sync_session_is_compacted_alike():
     assert (model.checks.calls, model.checks.refused, model.checks.fields_lost) == (40, 0, 0)
     assert summarizer.calls >= 2
     assert summarised_twice(summarizer) == set()
+
+
+def test_streamed_runs_are_compacted_alike():
+    compactor = RecordingCompactor(provider=CountingSummarizer(), threshold=THRESHOLD)
+    model = CheckingModel()
+    session, config = wired(compactor)
+    asyncio.run(run_session_streamed(make_agent(model), session, config))
+    assert (model.checks.calls, model.checks.refused, model.checks.fields_lost) == (40, 0, 0)
+    assert compactor.provider.calls >= 2
+    assert summarised_twice(compactor.provider) == set()
+    assert len(compactor.usages) == 40
 
 
 def test_async_compactor_serves_both_pieces():
