@@ -52,6 +52,7 @@ def _fingerprint(item: Any) -> bytes:
 
 
 def _fingerprints(items: list[Any]) -> list[bytes]:
+    """The digests of ``items``, in order."""
     return [_fingerprint(item) for item in items]
 
 
@@ -126,6 +127,7 @@ def _conversation(compactor: Any, session_id: str | None) -> _Conversation:
 
 
 def _forget(compactor: Any, session_id: str | None) -> None:
+    """Drop what is remembered of one conversation (its session was cleared)."""
     conversations = _memory.get(compactor)
     if conversations is not None:
         conversations.pop(session_id, None)
@@ -207,6 +209,7 @@ def compaction_input_filter(
 
 
 def _accepts_wrapper(method: Any) -> bool:
+    """Whether a session method takes the run's context as ``wrapper=``."""
     try:
         return "wrapper" in inspect.signature(method).parameters
     except (TypeError, ValueError):
