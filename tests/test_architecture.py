@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "providers": 3, "usage": 3,
     "overflow": 3, "stores": 3, "recall": 3, "background": 3, "oversize": 3, "turn_results": 3,
     "thinking": 3, "check": 3, "server_summary": 3, "user_turns": 3, "identifiers": 3,
+    "continuation": 3,
     # the steps, then the drivers
     "engine": 4,
     "compactor": 5, "async_compactor": 5,

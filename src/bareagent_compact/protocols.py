@@ -99,6 +99,46 @@ def is_server_summariser(provider: object) -> bool:
     return getattr(provider, SERVER_COMPACTION_ATTRIBUTE, False) is True
 
 
+CONTINUATION_ATTRIBUTE: Final = "continuation"
+"""A provider with this attribute set to ``True`` is a continuation summariser:
+for a full compaction it is called with a :class:`ContinuationRequest`; called
+with the two-message prompt (a list), it makes the transcript request as any
+provider does (the fallback)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContinuationRequest:
+    """What a continuation summariser is asked: the summary of the conversation
+    itself, sent as the loop last sent it.
+
+    ``messages`` are the history as the compactor call received it, in its own
+    dialect (SDK objects as the plain dicts the list holds), nothing cleared or
+    cut; a copy, the provider's to send. ``instruction`` is the text of the one
+    user message to send after them (the summary prompt, the focus instructions,
+    what is kept verbatim). ``kept`` is how many of the last ``messages`` are
+    kept verbatim after the summary.
+    """
+
+    messages: list[Message]
+    instruction: str
+    kept: int = 0
+
+
+class ContinuationProvider(Protocol):
+    """A summariser that sends the live history as the conversation itself, then
+    one instruction (see
+    :func:`~bareagent_compact.providers.anthropic_continuation_provider`)."""
+
+    continuation: bool
+
+    def __call__(self, request: ContinuationRequest | list[Message], /) -> str | HasText: ...
+
+
+def is_continuation_summariser(provider: object) -> bool:
+    """True for a provider marked as a continuation summariser."""
+    return getattr(provider, CONTINUATION_ATTRIBUTE, False) is True
+
+
 @runtime_checkable
 class TranscriptManager(Protocol):
     """Saves a snapshot of the history before it is summarised away.

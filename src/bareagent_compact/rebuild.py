@@ -66,6 +66,13 @@ class Plan:
     """The texts of this compaction (its language's, see ``Derived.texts_for``)."""
     shape: str = "str"
     """The content shape of the summary and acknowledgement (:func:`content_shape`)."""
+    conversation: list[Message] | None = None
+    """With a continuation summariser: a copy of the history as the call received
+    it, sent as the summary request's conversation; ``None`` otherwise."""
+    conversation_kept: int = 0
+    """How many of the last messages of ``conversation`` are kept verbatim."""
+    conversation_fits: bool = True
+    """Whether ``conversation`` is within what a summary request may carry."""
 
     @property
     def kept(self) -> list[Message]:

@@ -28,7 +28,12 @@ from bareagent_compact import dialects
 from bareagent_compact.overflow import is_context_overflow
 from bareagent_compact.plain import plain_view
 from bareagent_compact.prompts import SUMMARY_PREFIX
-from bareagent_compact.protocols import Message, ServerCompactionRequest, ServerSummary
+from bareagent_compact.protocols import (
+    ContinuationRequest,
+    Message,
+    ServerCompactionRequest,
+    ServerSummary,
+)
 from bareagent_compact.result import Reason, SummaryCost
 from bareagent_compact.serialize import _escape_role_lines, _serialize, render_message, tool_names
 from bareagent_compact.usage import answer_cost
@@ -112,9 +117,10 @@ def check_budget(budget: int, prompt_tokens: int) -> None:
 class SummaryRequest(NamedTuple):
     """Call the provider with ``prompt``; answer with an ``Outcome`` of its answer.
 
-    A server summariser's prompt is a :class:`ServerCompactionRequest`."""
+    A server summariser's prompt is a :class:`ServerCompactionRequest`, a
+    continuation summariser's a :class:`ContinuationRequest`."""
 
-    prompt: list[Message] | ServerCompactionRequest
+    prompt: list[Message] | ServerCompactionRequest | ContinuationRequest
 
 
 NO_COST: Final = SummaryCost()

@@ -8,6 +8,7 @@ from collections.abc import MutableSequence
 from dataclasses import replace
 from typing import Any
 
+from bareagent_compact.engine.full import continuing
 from bareagent_compact.engine.full import run as full
 from bareagent_compact.engine.full.watch import note_edits
 from bareagent_compact.engine.parts import Parts
@@ -33,6 +34,7 @@ def steps(
     if quiet is not None:
         return quiet
     parts.view.idle = False
+    continuing.capture(parts, turn)  # before step 1 changes anything
     pruned, cleared = yield from prune.run(parts, turn)
     micro.trust_scan(parts, turn)
     undo = yield from micro.run(parts, turn)

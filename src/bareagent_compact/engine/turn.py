@@ -36,6 +36,13 @@ class Turn:
     """This call planned a change it did not make: a call again might do more."""
     kept_whole: list[tuple[Due, Queued]] = field(default_factory=list)
     """Results kept whole while the archive's writer writes their records."""
+    received: list[dict[str, Any]] | None = None
+    """With a continuation summariser, when a full compaction may fire: a copy of
+    the history as the call received it, before step 1 changed anything."""
+    received_at: dict[int, int] = field(default_factory=dict)
+    """Where each message of the list (by ``id``) is in :attr:`received`."""
+    received_tokens: int = 0
+    """The count of the history as received."""
 
     def edited(self, index: int) -> None:
         """This call changed the history from ``index`` on: the cache must look again."""

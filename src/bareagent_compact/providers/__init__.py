@@ -41,6 +41,11 @@ from bareagent_compact.providers.answers import adapter_hint as adapter_hint
 from bareagent_compact.providers.answers import response_text as response_text
 from bareagent_compact.providers.anthropic import anthropic_provider, anthropic_server_compaction
 from bareagent_compact.providers.bareagent import bareagent_provider
+from bareagent_compact.providers.continuation import (
+    anthropic_continuation_provider,
+    openai_chat_continuation_provider,
+    openai_responses_continuation_provider,
+)
 from bareagent_compact.providers.openai_chat import openai_chat_provider
 from bareagent_compact.providers.openai_responses import (
     openai_responses_compaction,
@@ -53,10 +58,13 @@ __all__ = [
     "ServerSummaryFunction",
     "SummaryFunction",
     "SummaryText",
+    "anthropic_continuation_provider",
     "anthropic_provider",
     "anthropic_server_compaction",
     "bareagent_provider",
+    "openai_chat_continuation_provider",
     "openai_chat_provider",
     "openai_responses_compaction",
+    "openai_responses_continuation_provider",
     "openai_responses_provider",
 ]

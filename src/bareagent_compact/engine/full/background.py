@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from bareagent_compact.background import Pending, frozen
+from bareagent_compact.engine.full import continuing
 from bareagent_compact.engine.full import plan as planning
 from bareagent_compact.engine.full.attempt import Attempt
 from bareagent_compact.engine.full.commit import after, conclude
@@ -34,6 +35,7 @@ def start(parts: Parts, turn: Turn, attempt: Attempt) -> Steps:
     made = planning.plan(parts, turn.messages, attempt, watermark)
     if isinstance(made, CompactionResult):
         return made
+    made = continuing.attach(parts, turn, made)
     if planning.held(parts, made, attempt.tokens) is not None:
         return attempt.quiet()
     made = yield from planning.consult(parts, made, attempt, turn.instructions)

@@ -4,7 +4,7 @@ rebuild and commit (or start, or swap in, a background summary)."""
 from __future__ import annotations
 
 from bareagent_compact.background import starts_early
-from bareagent_compact.engine.full import background
+from bareagent_compact.engine.full import background, continuing
 from bareagent_compact.engine.full import plan as planning
 from bareagent_compact.engine.full.attempt import Attempt
 from bareagent_compact.engine.full.commit import after, conclude
@@ -31,6 +31,7 @@ def run(parts: Parts, turn: Turn, truncated: int, tokens: int) -> Steps:
     made = planning.plan(parts, turn.messages, attempt, derived.threshold)
     if isinstance(made, CompactionResult):
         return made
+    made = continuing.attach(parts, turn, made)
     watched = watching(turn)  # the copies tell an edit made from now on
     held = None if turn.force else planning.held(parts, made, attempt.tokens)
     if held is not None:

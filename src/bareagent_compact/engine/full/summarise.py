@@ -8,13 +8,20 @@ from collections.abc import Generator, Sequence
 from functools import partial
 from typing import Any
 
+from bareagent_compact.continuation import instruction, summarize_continuing
 from bareagent_compact.engine.full.answer import read_summary
 from bareagent_compact.engine.full.attempt import Attempt, left_as
 from bareagent_compact.engine.full.plan import text_count, texts_of
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.facts import Facts, Identifier, extract, pinned_with
 from bareagent_compact.identifiers import used_meanwhile
-from bareagent_compact.protocols import Message, ServerSummary, is_server_summariser
+from bareagent_compact.protocols import (
+    ContinuationRequest,
+    Message,
+    ServerSummary,
+    is_continuation_summariser,
+    is_server_summariser,
+)
 from bareagent_compact.rebuild import Plan, is_own_output, replacement, summary_block
 from bareagent_compact.requests import Outcome, Request, SaveRequest
 from bareagent_compact.server_summary import live_prefix, summarize_on_server
@@ -56,9 +63,21 @@ def snapshot(
 def summarise(parts: Parts, made: Plan, truncated: int = 0) -> Generator[Request, Any, Summarized]:
     """Steps 6 and 7: ask for the summary, in parts if the source is over the
     summariser's input budget; any failure leaves history intact. A server
-    summariser is sent the conversation's own messages instead."""
-    options = parts.options
-    texts = texts_of(parts, made)
+    summariser is sent the conversation's own messages instead, a continuation
+    summariser the history as the call received it, then the instruction."""
+    if made.conversation is not None and is_continuation_summariser(parts.provider):
+        request = ContinuationRequest(
+            made.conversation, instruction(made.system_prompt, made.conversation_kept),
+            made.conversation_kept,
+        )
+        return (
+            yield from summarize_continuing(
+                request,
+                made.conversation_fits,
+                lambda: _transcript(parts, made, truncated),
+                partial(read_summary, truncated=truncated),
+            )
+        )
     if is_server_summariser(parts.provider):
         systems, prefix = live_prefix(made.snapshot, made.fixed_end)
         return (
@@ -66,6 +85,14 @@ def summarise(parts: Parts, made: Plan, truncated: int = 0) -> Generator[Request
                 [*systems, *made.systems], prefix, made.source, made.focus
             )
         )
+    return (yield from _transcript(parts, made, truncated))
+
+
+def _transcript(parts: Parts, made: Plan, truncated: int) -> Generator[Request, Any, Summarized]:
+    """The specification's transcript request, in parts when the source is over
+    the summariser's input budget."""
+    options = parts.options
+    texts = texts_of(parts, made)
     return (
         yield from summarize_source(
             made.source,
