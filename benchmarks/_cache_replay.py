@@ -53,7 +53,8 @@ class Call:
     @property
     def input_cost(self) -> float:
         """Uncached x1, cache writes x1.25 (x2 for an hour), cache reads x0.1."""
-        return self.uncached + WRITE_5M * self.write_5m + WRITE_1H * self.write_1h + READ * self.read
+        writes = WRITE_5M * self.write_5m + WRITE_1H * self.write_1h
+        return self.uncached + writes + READ * self.read
 
 
 def _pairing(messages: Sequence[Mapping[str, Any]]) -> None:

@@ -98,6 +98,7 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     import fake_api  # noqa: PLC0415
     import replay  # type: ignore[import-not-found]  # noqa: PLC0415
     import sessions  # type: ignore[import-not-found]  # noqa: PLC0415
+
     from _cache_model import Tokens  # noqa: PLC0415
     from _cache_replay import replay as replay_session  # noqa: PLC0415
 
