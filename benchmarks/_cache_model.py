@@ -15,9 +15,10 @@ character in the tests):
   A change of ``tool_choice`` (or of ``thinking``) invalidates the message blocks
   but not tools and system (the documentation's invalidation table); an absent
   ``tool_choice`` is ``auto``. Consecutive messages of the same role are one turn
-  (the API merges them). Usage: ``input_tokens`` after the last breakpoint,
-  ``cache_read_input_tokens``, ``cache_creation_input_tokens`` (and its split by
-  lifetime in ``cache_creation``).
+  (the API merges them; a string content is one text block). Usage:
+  ``input_tokens`` after the last breakpoint, ``cache_read_input_tokens``,
+  ``cache_creation_input_tokens`` (and its split by lifetime in
+  ``cache_creation``).
 - :class:`OpenAICache`: automatic prefixes. The request rendered as one token
   sequence (tools, then the messages or input items in order, each behind a role
   marker); a hit is the longest cached prefix of 1,024 tokens and more, in steps

@@ -18,6 +18,9 @@ with ``record_usage`` fed after every loop request and the compactor's
     preset      the same with micro="cache-friendly"
     continue    micro="cache-friendly" with anthropic_continuation_provider(client,
                 model, system=, tools=, cache_control=) given the loop's own settings
+    continue+window  (optional: --configurations spec,preset,continue+window) the
+                same with context_window=200_000, so a history over
+                summary_input_tokens (64,000) is still sent as a continuation
 
 Per kind and threshold it prints: full compactions (spec / preset / continue);
 the share of the summary requests' input read from the cache (preset /
@@ -41,6 +44,7 @@ from typing import Any
 from _harness import HARNESS, reexec_in_harness_venv
 
 CONFIGURATIONS = ("spec", "preset", "continue")
+WINDOW = 200_000  # "continue+window": Claude's context window given, so a long history fits
 TARGET_RATIO = {15_000: 0.4}  # the summary input of one compaction, continue vs preset
 DEFAULT_TARGET_RATIO = 0.3
 TARGET_READ_SHARE = 0.8
@@ -66,7 +70,10 @@ def factory(name: str, threshold: int) -> Callable[[Any, list[dict[str, Any]], A
                 client, "fake", system=system, tools=fake_api.TOOLS,
                 cache_control={"type": "ephemeral"},
             )  # fmt: skip
-        return Compactor(provider, threshold=threshold, micro="cache-friendly", clock=clock)
+        window = {"context_window": WINDOW} if name == "continue+window" else {}
+        return Compactor(
+            provider, threshold=threshold, micro="cache-friendly", clock=clock, **window
+        )
 
     return make
 
@@ -116,7 +123,7 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
             for name in names:
                 make = factory(name, threshold)
                 runs = [
-                    replay_session(sessions.make_session(kind, seed), make, tokens,
+                    replay_session(sessions.make_session(kind, seed, args.turns), make, tokens,
                                    fake_api.TOOLS, fake_api.FRAMEWORK_SYSTEM)
                     for seed in replay.parse_ints(args.seeds)
                 ]  # fmt: skip
@@ -142,8 +149,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def row(entry: dict[str, Any]) -> tuple[str, list[bool]]:
     """One Markdown row, and whether each target holds (where it can be judged)."""
     spec, preset = entry.get("spec"), entry["preset"]
-    cont = entry.get("continue")
-    fulls = " / ".join(str(entry[n]["fulls"]) for n in CONFIGURATIONS if n in entry)
+    cont = entry.get("continue", entry.get("continue+window"))
+    fulls = " / ".join(str(figures["fulls"]) for name, figures in entry.items()
+                       if name not in ("threshold", "kind"))
     cells = [entry["kind"], fulls, _share(preset["summary_read_share"])]
     checks: list[bool] = []
     if cont is None:
@@ -166,7 +174,8 @@ def row(entry: dict[str, Any]) -> tuple[str, list[bool]]:
             "-" if ratio is None else f"**{ratio:.2f}x**",
             _num(preset["total_per_session"]), _num(cont["total_per_session"]), f"**{total:.2f}x**",
         ]  # fmt: skip
-    refused = sum(len(entry[n]["refused"]) for n in CONFIGURATIONS if n in entry)
+    refused = sum(len(figures["refused"]) for name, figures in entry.items()
+                  if name not in ("threshold", "kind"))
     cells.append(str(refused))
     return "| " + " | ".join(cells) + " |", checks
 
@@ -198,6 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--thresholds", default="15000,30000,60000")
     parser.add_argument("--kinds", default="logs,shell,zh,code,json", help="(default all five)")
     parser.add_argument("--configurations", default=",".join(CONFIGURATIONS))
+    parser.add_argument("--turns", type=int, default=80, help="turns per session (80)")
     parser.add_argument("--tokenizer", default="o200k", choices=["o200k", "cl100k"])
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     parser.add_argument("--progress", action="store_true", help="say when each kind is done")
@@ -213,7 +223,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(entries, indent=1), encoding="utf-8")
     for threshold in sorted({e["threshold"] for e in entries}):
-        print(f"\nthreshold {threshold:,}; tokenizer {args.tokenizer}; seeds {args.seeds}; "
+        print(f"\nthreshold {threshold:,}; tokenizer {args.tokenizer}; seeds {args.seeds} x "
+              f"{args.turns} turns; "
               "Anthropic cache model, simulated clock; record_usage fed\n")  # fmt: skip
         print(table(entries, threshold))
     print(f"\n({time.perf_counter() - started:.0f} s)")
