@@ -8,7 +8,9 @@ tokenizers; the harness is ``../shared/accuracy`` or ``$ACCURACY_DIR``):
         benchmarks/bench_cache_economics.py          # all kinds, seeds 0-3, 15k/30k/60k
 
 or ``python benchmarks/bench_cache_economics.py`` with ``$ACCURACY_VENV`` set (it
-re-runs itself with that environment's Python). Every session kind of the
+re-runs itself with that environment's Python). ``--api chat`` replays the same
+sessions in OpenAI Chat form on the automatic-prefix cache model
+(``_cache_replay_chat``), with the Chat adapters. Every session kind of the
 harness is replayed through a fake Anthropic client whose prompt cache is
 modelled exactly (``_cache_model``; the loop and the clock: ``_cache_replay``),
 with ``record_usage`` fed after every loop request and the compactor's
@@ -50,26 +52,32 @@ DEFAULT_TARGET_RATIO = 0.3
 TARGET_READ_SHARE = 0.8
 
 
-def factory(name: str, threshold: int) -> Callable[[Any, list[dict[str, Any]], Any], Any]:
+def factory(
+    name: str, threshold: int, api: str = "anthropic"
+) -> Callable[[Any, list[dict[str, Any]], Any], Any]:
     """How a configuration's compactor is made from the fake client, the loop's
-    system blocks and the clock."""
+    system blocks and the clock (``api``: ``anthropic`` or ``chat``)."""
     import fake_api  # type: ignore[import-not-found]  # noqa: PLC0415
 
+    from _cache_replay_chat import chat_tools  # noqa: PLC0415
     from bareagent_compact import Compactor  # noqa: PLC0415
-    from bareagent_compact.providers import anthropic_provider  # noqa: PLC0415
+    from bareagent_compact import providers as p  # noqa: PLC0415
 
     def make(client: Any, system: list[dict[str, Any]], clock: Any) -> Any:
+        transcript = p.anthropic_provider if api == "anthropic" else p.openai_chat_provider
         if name == "spec":
-            return Compactor(anthropic_provider(client, "fake"), threshold=threshold, clock=clock)
+            return Compactor(transcript(client, "fake"), threshold=threshold, clock=clock)
         if name == "preset":
-            provider = anthropic_provider(client, "fake")
-        else:
-            from bareagent_compact import providers  # noqa: PLC0415
-
-            provider = providers.anthropic_continuation_provider(  # type: ignore[attr-defined]
+            provider = transcript(client, "fake")
+        elif api == "anthropic":
+            provider = p.anthropic_continuation_provider(
                 client, "fake", system=system, tools=fake_api.TOOLS,
                 cache_control={"type": "ephemeral"},
             )  # fmt: skip
+        else:
+            provider = p.openai_chat_continuation_provider(
+                client, "fake", tools=chat_tools(fake_api.TOOLS)
+            )
         window = {"context_window": WINDOW} if name == "continue+window" else {}
         return Compactor(
             provider, threshold=threshold, micro="cache-friendly", clock=clock, **window
@@ -107,7 +115,13 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     import sessions  # type: ignore[import-not-found]  # noqa: PLC0415
 
     from _cache_model import Tokens  # noqa: PLC0415
-    from _cache_replay import replay as replay_session  # noqa: PLC0415
+    from _cache_replay import replay as replay_anthropic  # noqa: PLC0415
+    from _cache_replay_chat import chat_tools, replay_chat  # noqa: PLC0415
+
+    def replay_session(session: Any, make: Any) -> Any:
+        if args.api == "chat":
+            return replay_chat(session, make, tokens, chat_tools(fake_api.TOOLS))
+        return replay_anthropic(session, make, tokens, fake_api.TOOLS, fake_api.FRAMEWORK_SYSTEM)
 
     encoder = getattr(fake_api, args.tokenizer)()
     encode = (
@@ -121,10 +135,9 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         for kind in [k for k in args.kinds.split(",") if k]:
             entry: dict[str, Any] = {"threshold": threshold, "kind": kind}
             for name in names:
-                make = factory(name, threshold)
+                make = factory(name, threshold, args.api)
                 runs = [
-                    replay_session(sessions.make_session(kind, seed, args.turns), make, tokens,
-                                   fake_api.TOOLS, fake_api.FRAMEWORK_SYSTEM)
+                    replay_session(sessions.make_session(kind, seed, args.turns), make)
                     for seed in replay.parse_ints(args.seeds)
                 ]  # fmt: skip
                 entry[name] = figures(runs)
@@ -207,6 +220,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--thresholds", default="15000,30000,60000")
     parser.add_argument("--kinds", default="logs,shell,zh,code,json", help="(default all five)")
     parser.add_argument("--configurations", default=",".join(CONFIGURATIONS))
+    parser.add_argument("--api", default="anthropic", choices=["anthropic", "chat"],
+                        help="the fake API: Anthropic's cache or OpenAI Chat's (anthropic)")
     parser.add_argument("--turns", type=int, default=80, help="turns per session (80)")
     parser.add_argument("--tokenizer", default="o200k", choices=["o200k", "cl100k"])
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
@@ -225,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
     for threshold in sorted({e["threshold"] for e in entries}):
         print(f"\nthreshold {threshold:,}; tokenizer {args.tokenizer}; seeds {args.seeds} x "
               f"{args.turns} turns; "
-              "Anthropic cache model, simulated clock; record_usage fed\n")  # fmt: skip
+              f"{args.api} cache model, simulated clock; record_usage fed\n")  # fmt: skip
         print(table(entries, threshold))
     print(f"\n({time.perf_counter() - started:.0f} s)")
 
