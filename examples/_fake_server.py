@@ -20,7 +20,14 @@ is broken:
   thinking block: the one that pending tool results answer, and a last message
   of the assistant (a prefill the acknowledgement of a summary would be).
 
-A request without ``tools`` is a summary request: the answer is a short summary.
+A request without ``tools`` is a summary request: the answer is a short summary;
+so is a request whose last message is a continuation summariser's instruction
+(the conversation itself, then the instruction). Every request is compared with
+the previous one on its path (the prompt cache, modelled as an exact prefix):
+``prefix_reads`` says how many of its first messages or items, after the same
+model, system prompt and tools, equal those of the previous request (a
+``cache_control`` marker aside), and a summary request's usage reports them as
+read from the cache (``cache_read_input_tokens``, ``cached_tokens``).
 The on-demand compactions answer too: an Anthropic request with the
 ``compaction`` parameter gets a compaction block alone, and ``POST
 /v1/responses/compact`` the output window (the user messages, then one
@@ -481,6 +488,47 @@ def _kind(item: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- the scripted model
 
 
+@dataclass(frozen=True)
+class PrefixRead:
+    """One request compared with the previous one on its path (the prompt cache)."""
+
+    summary: bool
+    matched: int  # its first messages or items equal to the previous request's
+    previous: int  # how many the previous request had
+    tokens: int  # the matched prefix (its model, system, tools and messages), JSON / 4
+
+
+CONTINUATION_LEADS = ("This is not a new task", "这不是新的任务")
+"""How a continuation summariser's instruction opens."""
+
+
+def _text_of(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content and isinstance(content[0], Mapping):
+        text = content[0].get("text")
+        return text if isinstance(text, str) else ""
+    return ""
+
+
+def asks_continuation(listed: object) -> bool:
+    """Whether a request's messages or items end with a continuation instruction."""
+    if not isinstance(listed, list) or not listed or not isinstance(listed[-1], Mapping):
+        return False
+    last = listed[-1]
+    return last.get("role") == "user" and _text_of(last).startswith(CONTINUATION_LEADS)
+
+
+def _unmarked(value: Any) -> Any:
+    """``value`` without its ``cache_control`` markers (not part of the cached text)."""
+    if isinstance(value, Mapping):
+        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_unmarked(v) for v in value]
+    return value
+
+
 @dataclass
 class Stats:
     """What the fake server saw."""
@@ -492,6 +540,7 @@ class Stats:
     recalls: int = 0
     rejections: list[str] = field(default_factory=list)
     bodies: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    prefix_reads: list[PrefixRead] = field(default_factory=list)
 
 
 TOOLS = {"search_logs": "query", "read_file": "path"}
@@ -525,6 +574,7 @@ class FakeServer:
         self.on_demand = 0  # of which asked for (compaction parameter, responses.compact)
         self.compaction_unavailable = False
         self._ids = itertools.count(1)
+        self._previous: dict[str, tuple[str, list[Any]]] = {}  # path -> head, listed
 
     def client(self, sdk: str, *, asynchronous: bool = False) -> Any:
         """An HTTP client for ``sdk``'s ``http_client=``, answered by this server."""
@@ -572,12 +622,38 @@ class FakeServer:
             return self._overflow(http, path, tokens, self.context_window)
         if path == "/v1/responses/compact" or (path == "/v1/messages" and "compaction" in body):
             return self._on_demand(http, path, body)
-        summary = not body.get("tools")
+        conversation = body.get("input" if path.startswith("/v1/responses") else "messages")
+        summary = not body.get("tools") or asks_continuation(conversation)
         if summary:
             self.stats.summary_requests += 1
         else:
             self.stats.agent_requests += 1
-        return http.Response(200, json=answer(body, summary, self.stats.agent_requests))
+        read = self._prefix_read(path, body, summary)
+        answered = answer(body, summary, self.stats.agent_requests)
+        if summary:
+            _report_cache_read(answered, read.tokens)
+        return http.Response(200, json=answered)
+
+    def _prefix_read(self, path: str, body: Mapping[str, Any], summary: bool) -> PrefixRead:
+        """Compare the request with the previous one on ``path``: an exact prefix of
+        the same head (model, system or instructions, tools), message by message."""
+        key = "input" if path.startswith("/v1/responses") else "messages"
+        listed = _unmarked(list(body.get(key) or []))
+        head = json.dumps(_unmarked({
+            k: body.get(k) for k in ("model", "system", "instructions", "tools")
+        }))  # fmt: skip
+        before_head, before = self._previous.get(path, ("", []))
+        matched = 0
+        if head == before_head:
+            for now, then in zip(listed, before, strict=False):
+                if now != then:
+                    break
+                matched += 1
+        self._previous[path] = (head, listed)
+        tokens = (len(head) + len(json.dumps(listed[:matched]))) // 4 if matched else 0
+        read = PrefixRead(summary, matched, len(before), tokens)
+        self.stats.prefix_reads.append(read)
+        return read
 
     def _on_demand(self, http: types.ModuleType, path: str, body: Mapping[str, Any]) -> Any:
         """An on-demand compaction: the block alone, or the output window."""
@@ -821,6 +897,22 @@ class FakeServer:
                 "total_tokens": 15,
             },
         }
+
+
+def _report_cache_read(answered: dict[str, Any], tokens: int) -> None:
+    """Put ``tokens`` read from the cache into an answer's usage, as each API says it."""
+    usage = answered.get("usage")
+    if not isinstance(usage, dict):
+        return
+    if "prompt_tokens" in usage:  # Chat
+        usage["prompt_tokens"] = max(usage["prompt_tokens"], tokens)
+        usage["prompt_tokens_details"] = {"cached_tokens": tokens}
+    elif "input_tokens_details" in usage:  # Responses
+        usage["input_tokens"] = max(usage["input_tokens"], tokens)
+        usage["input_tokens_details"] = {"cached_tokens": tokens}
+    else:  # Anthropic: input_tokens is what was not read from the cache
+        usage["input_tokens"] = max(usage["input_tokens"] - tokens, 0)
+        usage["cache_read_input_tokens"] = tokens
 
 
 # --------------------------------------------------------------------------- clients

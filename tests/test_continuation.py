@@ -363,3 +363,38 @@ def test_a_continuation_request_is_refused_by_a_plain_adapter_shape() -> None:
         provider("not a prompt")
     request = ContinuationRequest([{"role": "user", "content": "hi"}], "summarise", 0)
     assert provider(request) == "SUMMARY"
+
+
+def test_an_oversize_cut_of_the_same_call_does_not_reach_the_summary_request() -> None:
+    recorder = Recorder(anthropic_answer())
+    messages = tool_history(6, system=None, output=lambda turn: f"result {turn} " * 60)
+    messages[2]["content"][0]["content"] = "huge line\n" * 800  # over max_message_tokens
+    received = copy.deepcopy(messages)
+    compactor = compactor_for(
+        anthropic(recorder), messages, keep_recent=100, max_message_tokens=500
+    )
+    result = compactor(messages)
+    assert result.action is Action.FULL
+    assert recorder.calls[0]["messages"][:-1] == received
+
+
+def test_a_thinking_clear_of_the_same_call_does_not_reach_the_summary_request() -> None:
+    recorder = Recorder(anthropic_answer())
+
+    def thought(turn: int) -> list[dict[str, Any]]:
+        return [
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": f"plan {turn}", "signature": f"s{turn}"},
+                {"type": "text", "text": f"step {turn} done"},
+            ]},
+            {"role": "user", "content": f"go on {turn}"},
+        ]  # fmt: skip
+
+    messages = tool_history(6, system=None, output=lambda t: f"result {t} " * 60, after=thought)
+    received = copy.deepcopy(messages)
+    compactor = compactor_for(
+        anthropic(recorder), messages, keep_recent=100, clear_thinking_after_turns=0
+    )
+    result = compactor(messages)
+    assert result.action is Action.FULL and result.thinking_cleared
+    assert recorder.calls[0]["messages"][:-1] == received

@@ -62,6 +62,17 @@ def test_server_summary_names_are_exported() -> None:
     assert "SERVER_COMPACTION_FAILED" in bareagent_compact.Reason.__members__
 
 
+def test_continuation_summariser_names_are_exported() -> None:
+    for name in ("ContinuationRequest", "ContinuationProvider"):
+        assert name in bareagent_compact.__all__
+    for name in (
+        "anthropic_continuation_provider",
+        "openai_chat_continuation_provider",
+        "openai_responses_continuation_provider",
+    ):
+        assert name in providers.__all__ and callable(getattr(providers, name))
+
+
 def test_package_ships_py_typed() -> None:
     assert files("bareagent_compact").joinpath("py.typed").is_file()
 
