@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from bareagent_compact import Action, AsyncCompactor, Compactor, Reason
-from bareagent_compact.continuation import instruction
-from bareagent_compact.prompts import ENGLISH_ACKNOWLEDGEMENT, SUMMARY_PREFIX
+from bareagent_compact.continuation import instruction, sent_part
+from bareagent_compact.prompts import SUMMARY_PREFIX
 from bareagent_compact.protocols import ContinuationRequest, is_continuation_summariser
 from bareagent_compact.providers import (
     anthropic_continuation_provider,
@@ -119,9 +119,9 @@ def test_anthropic_summary_request_is_the_history_as_received_then_one_instructi
     assert result.action is Action.FULL
     (body,) = recorder.calls
     assert body["system"] == SYSTEM and body["tools"] == TOOLS and body["model"] == "m"
-    # The prefix is the list as the call received it: micro-compaction's clears
-    # of the same call are not in it.
-    assert body["messages"][:-1] == received
+    # The prefix is the list as the call received it, without the kept round (it
+    # follows the summary): micro-compaction's clears of the same call are not in it.
+    assert body["messages"][:-1] == received[:-2]
     last = body["messages"][-1]
     assert last["role"] == "user" and len(last["content"]) == 1
     assert last["content"][0]["cache_control"] == {"type": "ephemeral"}
@@ -165,7 +165,7 @@ def test_chat_request_keeps_the_system_message_and_tools_then_one_user_message()
     result = compactor_for(provider, messages)(messages)
     assert result.action is Action.FULL
     (body,) = recorder.calls
-    assert body["messages"][:-1] == received
+    assert body["messages"][:-1] == received[:-2]
     assert body["messages"][-1]["role"] == "user"
     assert body["tools"] == TOOLS and body["prompt_cache_key"] == "k"
     assert result.cost is not None and result.cost.cache_read_tokens == 896
@@ -181,19 +181,26 @@ def test_responses_request_is_the_items_as_received_with_the_instructions() -> N
     result = compactor_for(provider, messages)(messages)
     assert result.action is Action.FULL
     (body,) = recorder.calls
-    assert body["input"][:-1] == received
+    assert body["input"][:-1] == received[:-2]
     assert body["input"][-1]["role"] == "user" and body["instructions"] == SYSTEM
 
 
 def test_the_instruction_names_how_many_messages_are_kept() -> None:
-    recorder = Recorder(anthropic_answer())
-    messages = history()
-    compactor_for(anthropic(recorder), messages, keep_tail_tokens=20)(messages)
-    text = recorder.calls[0]["messages"][-1]["content"][0]["text"]
-    after = [m for m in messages[1:] if m["content"] != ENGLISH_ACKNOWLEDGEMENT]
-    assert 1 < len(after) < len(history()) - 1
-    kept = len(after)
-    assert f"The last {kept} messages above are kept verbatim" in text
+    assert "The last 3 messages above are kept verbatim" in instruction("Summarise.", 3)
+    assert "kept verbatim" not in instruction("Summarise.", 0)
+
+
+def test_the_kept_messages_are_left_out_when_the_rest_answers_every_call() -> None:
+    conversation = history()
+    # the last round follows the summary: the request is the list the loop last sent
+    assert sent_part(conversation, 2) == (conversation[:-2], 0)
+
+
+def test_the_whole_conversation_is_sent_when_the_cut_leaves_a_call_unanswered() -> None:
+    conversation = history()
+    assert sent_part(conversation, 1) == (conversation, 1)  # the last call's result is kept
+    assert sent_part(conversation, 0) == (conversation, 0)
+    assert sent_part(conversation, len(conversation)) == (conversation, len(conversation))
 
 
 def test_instruction_is_in_the_summary_prompts_language() -> None:
@@ -326,7 +333,7 @@ def test_async_continuation_sends_the_history_as_received() -> None:
     compactor = AsyncCompactor(provider, threshold=150, keep_recent=1, language="en")
     result = asyncio.run(compactor(messages))
     assert result.action is Action.FULL
-    assert recorder.calls[0]["messages"][:-1] == received
+    assert recorder.calls[0]["messages"][:-1] == received[:-2]
 
 
 def test_background_continuation_is_sent_the_history_of_the_call_that_started_it() -> None:
@@ -347,7 +354,7 @@ def test_background_continuation_is_sent_the_history_of_the_call_that_started_it
 
     result = asyncio.run(main())
     assert result.action is Action.FULL
-    assert recorder.calls[0]["messages"][:-1] == received
+    assert recorder.calls[0]["messages"][:-1] == received[:-2]
 
 
 def test_a_continuation_request_is_refused_by_a_plain_adapter_shape() -> None:
@@ -368,7 +375,8 @@ def test_an_oversize_cut_of_the_same_call_does_not_reach_the_summary_request() -
     )
     result = compactor(messages)
     assert result.action is Action.FULL
-    assert recorder.calls[0]["messages"][:-1] == received
+    sent = recorder.calls[0]["messages"][:-1]
+    assert sent == received[:-2]  # as received, without the kept round
 
 
 def test_a_thinking_clear_of_the_same_call_does_not_reach_the_summary_request() -> None:
@@ -390,4 +398,5 @@ def test_a_thinking_clear_of_the_same_call_does_not_reach_the_summary_request() 
     )
     result = compactor(messages)
     assert result.action is Action.FULL and result.thinking_cleared
-    assert recorder.calls[0]["messages"][:-1] == received
+    # as received (its thinking blocks whole), without the kept last message
+    assert recorder.calls[0]["messages"][:-1] == received[:-1]

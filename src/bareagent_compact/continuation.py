@@ -4,7 +4,10 @@ A continuation summariser (:func:`~bareagent_compact.protocols.is_continuation_s
 is sent the history as the compactor call received it (the request the loop
 last sent, plus what it appended since), then one instruction: the prompt
 cache holds that prefix, so the summary request reads it instead of paying
-for a new transcript. Nothing step 1 clears or cuts in the same call reaches
+for a new transcript. The messages kept verbatim after the summary are left
+out of it when what comes before them answers every tool call: the request is
+then the list the loop last sent (or an earlier one), nothing of it new to the
+cache. Nothing step 1 clears or cuts in the same call reaches
 it: the copy is taken before step 1 runs.
 
 When the history is over what the request may carry (``summary_input_tokens``,
@@ -20,6 +23,7 @@ import logging
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, Final
 
+from bareagent_compact import dialects
 from bareagent_compact._json import json_copy
 from bareagent_compact.overflow import is_context_overflow
 from bareagent_compact.plain import plain_view
@@ -68,6 +72,29 @@ def instruction(summary_prompt: str, kept: int) -> str:
     language = language_of(summary_prompt)
     note = KEPT_NOTES[language].format(kept=kept) if kept else ""
     return LEADS[language] + summary_prompt + note + TEXT_ONLY[language]
+
+
+def sent_part(conversation: list[Message], kept: int) -> tuple[list[Message], int]:
+    """The messages the summary request carries, and how many of their last ones
+    are kept verbatim after the summary.
+
+    The kept messages are left out when what comes before them answers every tool
+    call it holds: they follow the summary anyway, and without them the request
+    is a prefix the loop already sent (the messages appended since the last
+    request are among them), so the cache holds all of it instead of the new turn
+    being written there at the write price. Otherwise, or when nothing would be
+    left but system messages, the whole conversation is sent with ``kept``.
+    """
+    if kept <= 0 or kept >= len(conversation):
+        return conversation, kept
+    head = conversation[: len(conversation) - kept]
+    unanswered: set[str] = set()
+    for message in head:
+        unanswered |= dialects.call_ids(message)
+        unanswered -= dialects.result_ids(message)
+    if unanswered or all(dialects.is_system(message) for message in head):
+        return conversation, kept
+    return head, 0
 
 
 def kept_count(conversation: Sequence[Message], positions: dict[int, int], first: Any) -> int:

@@ -113,10 +113,12 @@ class ContinuationRequest:
 
     ``messages`` are the history as the compactor call received it, in its own
     dialect (SDK objects as the plain dicts the list holds), nothing cleared or
-    cut; a copy, the provider's to send. ``instruction`` is the text of the one
-    user message to send after them (the summary prompt, the focus instructions,
-    what is kept verbatim). ``kept`` is how many of the last ``messages`` are
-    kept verbatim after the summary.
+    cut; without the messages kept verbatim after the summary when what comes
+    before them answers every tool call (then it is a prefix the loop already
+    sent, all of it in the prompt cache); a copy, the provider's to send.
+    ``instruction`` is the text of the one user message to send after them (the
+    summary prompt, the focus instructions, what is kept verbatim). ``kept`` is
+    how many of the last ``messages`` are kept verbatim after the summary.
     """
 
     messages: list[Message]
