@@ -11,12 +11,14 @@ import logging
 import time
 from collections.abc import Callable, Generator, Iterable, MutableSequence, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import fields
 from datetime import timedelta
 from functools import partial
-from typing import Any, Final, Generic, TypeVar, cast, overload
+from typing import Any, Generic, TypeVar, cast
 
 from bareagent_compact.engine import new_list, step
+from bareagent_compact.engine.attributes import Option as _Option
+from bareagent_compact.engine.attributes import given_options as _options
+from bareagent_compact.engine.attributes import same_options as _same
 from bareagent_compact.engine.conversations import Conversations
 from bareagent_compact.engine.counter import Counter
 from bareagent_compact.engine.full.background import drop
@@ -30,7 +32,6 @@ from bareagent_compact.options import (
     OPTION_NAMES,
     Options,
     Profile,
-    RuleValue,
     check_provider,
 )
 from bareagent_compact.oversize import DEFAULT_MAX_MESSAGE_TOKENS
@@ -62,48 +63,6 @@ logger = logging.getLogger("bareagent_compact.compactor")
 ProviderT = TypeVar("ProviderT")
 """The provider type a driver accepts: sync only, or sync or async."""
 
-ReadT = TypeVar("ReadT")
-WriteT = TypeVar("WriteT")
-
-
-class _Option(Generic[ReadT, WriteT]):
-    """A compactor attribute backed by its :class:`Options`: reading gives the
-    option (or, ``derived``, its resolved value); assigning re-validates and
-    re-derives everything, as the constructor does."""
-
-    __slots__ = ("derived", "name")
-
-    def __init__(self, *, derived: bool = False) -> None:
-        self.derived = derived
-        self.name = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, obj: None, owner: type) -> _Option[ReadT, WriteT]: ...
-
-    @overload
-    def __get__(self, obj: Engine[Any], owner: type) -> ReadT: ...
-
-    def __get__(self, obj: Engine[Any] | None, owner: type) -> Any:
-        if obj is None:
-            return self
-        options = obj.options
-        return getattr(options.derived if self.derived else options, self.name)
-
-    def __set__(self, obj: Engine[Any], value: WriteT) -> None:
-        if self.derived:
-            current = getattr(obj.options.derived, self.name)
-            if isinstance(value, RuleValue):
-                if value == current:
-                    return  # the value it reads: it keeps following its rule
-                value = cast(WriteT, int(value))
-            elif _default(self.name, getattr(obj.options, self.name)) and value is current:
-                return  # the text, flag or counter it reads: still the default
-        obj._configure(**{self.name: value})
-
-
 def check_call(force: object, instructions: object) -> tuple[bool, str | None]:
     """A call's ``force`` (a ``bool``) and ``instructions`` (``None`` or a ``str``)."""
     if not isinstance(force, bool):
@@ -111,35 +70,6 @@ def check_call(force: object, instructions: object) -> tuple[bool, str | None]:
     if instructions is not None and not isinstance(instructions, str):
         raise TypeError(f"instructions must be a str, got {type(instructions).__name__}")
     return force, instructions
-
-
-def _options(options: object, given: dict[str, Any]) -> Options:
-    """``options``, or the options the keywords give; both at once only when every
-    keyword is left at its default."""
-    if options is None:
-        return Options(**given)
-    if not isinstance(options, Options):
-        raise TypeError(f"options must be an Options, got {type(options).__name__}")
-    clash = sorted(name for name, value in given.items() if not _default(name, value))
-    if clash:
-        raise TypeError(
-            f"give options= or the keywords, not both: {', '.join(clash)} given with options="
-        )
-    return options
-
-
-_DEFAULTS: Final = {f.name: f.default for f in fields(Options) if f.init}
-
-
-def _default(name: str, value: object) -> bool:
-    default = _DEFAULTS[name]
-    return value is default or (type(value) is type(default) and value == default)
-
-
-def _same(new: Options, old: Options) -> bool:
-    """Whether two options hold the very same values (a default and an equal
-    value given explicitly are not the same: the default follows its rule)."""
-    return all(getattr(new, name) is getattr(old, name) for name in OPTION_NAMES)
 
 
 def _not_undoable(current: list[Any], result: CompactionResult) -> str:
