@@ -135,3 +135,17 @@ def test_the_offline_example_runs_through_the_agent(capsys: pytest.CaptureFixtur
     finally:
         sys.path.remove(str(ROOT / "examples"))
     assert "40 model calls, 0 refused" in capsys.readouterr().out
+
+
+def test_given_in_step_callbacks_it_compacts_the_agent_it_is_called_for() -> None:
+    example = _session().smolagents_agent
+    model = example.ScriptedModel(per_run=10)
+    compactor = Compactor(example.summarise, threshold=5000, language="en")
+    agent = example.ToolCallingAgent(
+        tools=[example.read_file], model=model, verbosity_level=0,
+        step_callbacks=[CompactingMemory(compactor=compactor, session_id="mine")],
+    )  # fmt: skip
+    agent.run("Read the files.", max_steps=12)
+    assert model.calls == 10 and not model.refused
+    truncated = [s for s in agent.memory.steps if is_truncated(getattr(s, "observations", None))]
+    assert truncated

@@ -20,12 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from smolagents.memory import (  # type: ignore[import-untyped, unused-ignore]
+from smolagents.memory import (  # type: ignore[import-untyped, import-not-found, unused-ignore]
     ActionStep,
     MemoryStep,
     TaskStep,
 )
-from smolagents.models import (  # type: ignore[import-untyped, unused-ignore]
+from smolagents.models import (  # type: ignore[import-untyped, import-not-found, unused-ignore]
     ChatMessage,
     MessageRole,
 )
