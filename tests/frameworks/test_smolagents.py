@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import runpy
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -149,3 +150,12 @@ def test_given_in_step_callbacks_it_compacts_the_agent_it_is_called_for() -> Non
     assert model.calls == 10 and not model.refused
     truncated = [s for s in agent.memory.steps if is_truncated(getattr(s, "observations", None))]
     assert truncated
+
+
+def test_the_session_script_prints_its_row_as_a_plain_script() -> None:
+    script = ROOT / "benchmarks" / "frameworks" / "smolagents_session.py"
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=True, timeout=300
+    )
+    row = done.stdout.splitlines()[-1].split(" | ")
+    assert row[0] == "smolagents" and row[1:5] == ["40", "2", "0", "0"]
