@@ -159,3 +159,19 @@ def test_the_session_script_prints_its_row_as_a_plain_script() -> None:
     )
     row = done.stdout.splitlines()[-1].split(" | ")
     assert row[0] == "smolagents" and row[1:5] == ["40", "2", "0", "0"]
+
+
+def test_the_fake_model_refuses_str_content_and_an_observation_without_its_call() -> None:
+    example = _session().smolagents_agent
+    models = pytest.importorskip("smolagents.models")
+    role = models.MessageRole
+    system = models.ChatMessage(role=role.SYSTEM, content=[{"type": "text", "text": "s"}])
+    summary = models.ChatMessage(role=role.USER, content="[Context Compressed]\nS")
+    orphan = models.ChatMessage(
+        role=role.TOOL_RESPONSE, content=[{"type": "text", "text": "Observation:\nx"}]
+    )
+    model = example.ScriptedModel()
+    model.generate([system, summary, models.ChatMessage(role=role.USER, content="go")])
+    model.generate([system, orphan])
+    assert len(model.refused) == 2
+    assert "not text blocks" in model.refused[0] and "without its call" in model.refused[1]
