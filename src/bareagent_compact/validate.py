@@ -33,7 +33,9 @@ _FRAMEWORKS: Final = {
     ),
     "smolagents": (
         "smolagents",
-        "convert them first, e.g. with agent.write_memory_to_messages() or step.to_messages(), "
+        "use bareagent_compact.integrations.smolagents.CompactingMemory(agent, compactor), "
+        "which keeps agent.memory.steps compacted; or convert them first, e.g. with "
+        "agent.write_memory_to_messages() or step.to_messages(), "
         f"then each ChatMessage with .dict(), and {_SMOLAGENTS_ROLES}",
     ),
 }
