@@ -9,24 +9,27 @@ example ``ChatAnthropic(model=...)``) where the fakes are.
 
 from __future__ import annotations
 
-import inspect
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "frameworks"))
 
-from _langchain_session import TASK, TOOLS, FakeAnthropic, FakeSummariser  # noqa: E402
-from langchain.agents import create_agent  # noqa: E402
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from _langchain_session import TASK, TOOLS, FakeAnthropic, FakeSummariser
+from langchain.agents import create_agent
+from langgraph.checkpoint.memory import InMemorySaver
+
+# -- wiring: start
+from bareagent_compact import Compactor
+from bareagent_compact.integrations import langchain as lc
+
+# -- wiring: end
 
 
 def main() -> int:
     model, summariser = FakeAnthropic(), FakeSummariser()
     # -- wiring: start
-    from bareagent_compact import Compactor
-    from bareagent_compact.integrations.langchain import CompactionMiddleware, langchain_chat_provider
-    compactor = Compactor(provider=langchain_chat_provider(summariser), threshold=6000)
-    middleware = [CompactionMiddleware(compactor)]
+    compactor = Compactor(provider=lc.langchain_chat_provider(summariser), threshold=6000)
+    middleware = [lc.CompactionMiddleware(compactor)]
     # -- wiring: end
     agent = create_agent(model=model, tools=TOOLS, middleware=middleware,
                          checkpointer=InMemorySaver())
@@ -40,10 +43,13 @@ def main() -> int:
 
 def wiring_lines() -> int:
     """The lines a user adds to wire the compactor in (between the wiring markers)."""
-    source = inspect.getsource(main).splitlines()
-    start = next(i for i, line in enumerate(source) if "wiring: start" in line)
-    end = next(i for i, line in enumerate(source) if "wiring: end" in line)
-    return sum(1 for line in source[start + 1 : end] if line.strip())
+    count, inside = 0, False
+    for line in Path(__file__).read_text(encoding="utf-8").splitlines():
+        if "# -- wiring:" in line:
+            inside = "start" in line
+        elif inside and line.strip():
+            count += 1
+    return count
 
 
 if __name__ == "__main__":

@@ -86,7 +86,7 @@ def problems(messages: list[BaseMessage]) -> list[str]:
                 found.append(f"messages[{i}]: an orphan tool result {message.tool_call_id}")
     turns = _turns(messages)
     if turns and len(turns) > 1 and isinstance(messages[-1], ToolMessage):
-        role, loop = turns[-2]
+        _, loop = turns[-2]
         first = loop[0].content
         if not (isinstance(first, list) and first and first[0].get("type") == "thinking"):
             found.append("the assistant turn of the tool loop does not open with its thinking")

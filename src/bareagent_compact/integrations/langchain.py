@@ -32,6 +32,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from bareagent_compact.async_compactor import AsyncCompactor
@@ -173,7 +174,10 @@ def _origins(new: Sequence[Dict], old: Sequence[Dict]) -> list[int | None]:
         if found[j] is not None or _text(d.get("content")).startswith(SUMMARY_PREFIX):
             continue
         after = next((k for k in range(j + 1, len(new)) if found[k] is not None), None)
-        guess = (found[after] - (after - j)) if after is not None else len(old) - (len(new) - j)
+        anchor = found[after] if after is not None else None
+        guess = anchor - (after - j) if anchor is not None and after is not None else (
+            len(old) - (len(new) - j)
+        )
         if 0 <= guess < len(old) and old[guess].get("role") == d.get("role"):
             found[j] = guess if guess not in found else None
     return found
@@ -263,8 +267,6 @@ def thread_of(runtime: Any) -> str | None:
     thread = getattr(info, "thread_id", None)
     if thread is None:
         try:
-            from langgraph.config import get_config
-
             thread = get_config().get("configurable", {}).get("thread_id")
         except RuntimeError:  # outside a run
             thread = None
@@ -281,7 +283,7 @@ class _Sent:
         self.originals, self.messages, self.dicts = originals, messages, dicts
 
 
-class CompactionMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class CompactionMiddleware(AgentMiddleware):
     """Compacts the agent's history before every model call.
 
     ``compactor``: a :class:`~bareagent_compact.Compactor` (``before_model``; ``ainvoke``
@@ -306,7 +308,7 @@ class CompactionMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     def _conclude(self, thread: str | None, originals: list[BaseMessage], dicts: list[Dict],
                   new: list[Dict], action: Action) -> dict[str, Any] | None:
-        unchanged = len(new) == len(dicts) and all(a is b for a, b in zip(new, dicts))
+        unchanged = len(new) == len(dicts) and all(a is b for a, b in zip(new, dicts, strict=True))
         messages = originals if unchanged else to_messages(new, dicts, originals)
         self._sent[thread] = _Sent(originals, messages, new)
         self._sent.move_to_end(thread)
@@ -347,9 +349,9 @@ class CompactionMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             return request, None
         current = request.messages
         if len(current) == len(sent.originals) and all(
-            a is b for a, b in zip(current, sent.originals)
+            a is b for a, b in zip(current, sent.originals, strict=True)
         ):
-            return request.override(messages=list(sent.messages)), sent.dicts
+            return request.override(messages=list(sent.messages)), sent.dicts  # type: ignore[arg-type]
         logger.debug("the request's messages changed after before_model; sent as they are")
         return request, None
 
