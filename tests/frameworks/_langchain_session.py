@@ -185,3 +185,13 @@ def run(middleware: list[Any], thread: str = "session-1") -> tuple[FakeAnthropic
     config = {"configurable": {"thread_id": thread}, "recursion_limit": 1000}
     state = agent.invoke({"messages": [HumanMessage(TASK)]}, config)
     return model, state
+
+
+async def arun(middleware: list[Any], thread: str = "session-1") -> tuple[FakeAnthropic, Any]:
+    """:func:`run` through ``agent.ainvoke``."""
+    model = FakeAnthropic()
+    agent = create_agent(model=model, tools=TOOLS, middleware=middleware,
+                         checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": thread}, "recursion_limit": 1000}
+    state = await agent.ainvoke({"messages": [HumanMessage(TASK)]}, config)
+    return model, state

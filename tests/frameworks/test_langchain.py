@@ -25,6 +25,7 @@ from bareagent_compact import AsyncCompactor, Compactor
 from bareagent_compact.integrations.langchain import (
     CompactionMiddleware,
     langchain_chat_provider,
+    langchain_chat_provider_async,
     to_dicts,
     to_messages,
 )
@@ -177,3 +178,18 @@ def test_the_example_runs_offline_and_wires_in_at_most_five_lines() -> None:
 
     assert langchain_agent.main() == 0
     assert langchain_agent.wiring_lines() <= 5
+
+
+@pytest.mark.parametrize("kind", ["Compactor", "AsyncCompactor"])
+def test_the_session_through_ainvoke_is_compacted_with_either_compactor(kind: str) -> None:
+    summariser = session.FakeSummariser()
+    if kind == "AsyncCompactor":
+        compactor: Any = AsyncCompactor(provider=langchain_chat_provider_async(summariser),
+                                        threshold=THRESHOLD, language="en", transcript_mgr=None)
+    else:
+        compactor = Compactor(provider=langchain_chat_provider(summariser),
+                              threshold=THRESHOLD, language="en", transcript_mgr=None)
+    model, _ = asyncio.run(session.arun([CompactionMiddleware(compactor)]))
+    assert model.calls == session.CALLS
+    assert model.refused == [] and model.lost == []
+    assert summariser.calls >= 1
