@@ -9,12 +9,9 @@ example ``ChatAnthropic(model=...)``) where the fakes are.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "frameworks"))
-
-from _langchain_session import TASK, TOOLS, FakeAnthropic, FakeSummariser
+from _langchain_fake import TASK, TOOLS, FakeAnthropic, FakeSummariser
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 

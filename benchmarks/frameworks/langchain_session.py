@@ -15,9 +15,9 @@ from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests" / "frameworks"), str(ROOT / "examples")]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "examples")]
 
-import _langchain_session as session  # noqa: E402
+import _langchain_fake as session  # noqa: E402
 import langchain_agent  # noqa: E402
 from langchain.agents.middleware import SummarizationMiddleware  # noqa: E402
 

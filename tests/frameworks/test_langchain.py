@@ -4,6 +4,7 @@ and a 40-model-call create_agent session against LangChain's own summarisation."
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,8 @@ from bareagent_compact.integrations.langchain import (
     to_messages,
 )
 
-sys.path.insert(0, str(Path(__file__).parent))
-import _langchain_session as session
+sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
+import _langchain_fake as session
 
 THRESHOLD = 6000
 
@@ -172,8 +173,6 @@ def test_the_session_has_no_refused_request_no_field_lost_and_fewer_summaries() 
 
 
 def test_the_example_runs_offline_and_wires_in_at_most_five_lines() -> None:
-    root = Path(__file__).parents[2]
-    sys.path.insert(0, str(root / "examples"))
     import langchain_agent  # noqa: PLC0415  (examples/ is on the path only here)
 
     assert langchain_agent.main() == 0
@@ -193,3 +192,13 @@ def test_the_session_through_ainvoke_is_compacted_with_either_compactor(kind: st
     assert model.calls == session.CALLS
     assert model.refused == [] and model.lost == []
     assert summariser.calls >= 1
+
+
+def test_the_benchmark_prints_the_langchain_row_as_a_plain_script() -> None:
+    script = Path(__file__).parents[2] / "benchmarks" / "frameworks" / "langchain_session.py"
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          check=True, encoding="utf-8")
+    row = next(line for line in done.stdout.splitlines() if line.startswith("LangChain |"))
+    lines, lost, refused = (cell.strip() for cell in row.split("|")[1:4])
+    assert int(lines) <= 5 and lost == "0" and refused == "0"
+    assert "langchain-core 1.8" in done.stdout

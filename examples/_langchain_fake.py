@@ -1,6 +1,6 @@
 """A 40-model-call LangChain agent session driven by a fake chat model that checks
-every request against the Anthropic Messages rules (shared by the tests, the example's
-test and benchmarks/frameworks/langchain_session.py)."""
+every request against the Anthropic Messages rules (shared by langchain_agent.py,
+tests/frameworks/test_langchain.py and benchmarks/frameworks/langchain_session.py)."""
 
 from __future__ import annotations
 
