@@ -202,3 +202,27 @@ def test_the_benchmark_prints_the_langchain_row_as_a_plain_script() -> None:
     lines, lost, refused = (cell.strip() for cell in row.split("|")[1:4])
     assert int(lines) <= 5 and lost == "0" and refused == "0"
     assert "langchain-core 1.8" in done.stdout
+
+
+@pytest.mark.parametrize("options", [
+    {"profile": "agent"}, {"micro": "cache-friendly"}, {"summary_content": "auto"},
+    {"threshold": 0.5, "context_window": 12000}, {"keep_tail_tokens": 2000},
+])
+def test_the_session_stays_valid_under_the_main_options(options: dict[str, Any]) -> None:
+    summariser = session.FakeSummariser()
+    given = {"threshold": THRESHOLD, "language": "en", "transcript_mgr": None, **options}
+    compactor = Compactor(provider=langchain_chat_provider(summariser), **given)
+    model, _ = session.run([CompactionMiddleware(compactor)])
+    assert model.calls == session.CALLS
+    assert model.refused == [] and model.lost == []
+    assert summariser.calls >= 1
+
+
+def test_the_state_messages_are_left_untouched_by_a_full_compaction() -> None:
+    compactor = Compactor(provider=lambda prompt: "summary", transcript_mgr=None,
+                          threshold=2000, language="en")
+    messages = [*history(), AIMessage("done", id="ai-2"), HumanMessage("next", id="h2")]
+    before = [m.model_dump() for m in messages]
+    update = CompactionMiddleware(compactor).before_model({"messages": messages}, None)
+    assert update is not None
+    assert [m.model_dump() for m in messages] == before
