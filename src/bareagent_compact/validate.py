@@ -14,7 +14,9 @@ _READS: Final = (
 )
 
 _LANGCHAIN_HINT: Final = (
-    "convert them first, e.g. with langchain_core.messages.convert_to_openai_messages(messages)"
+    "use bareagent_compact.integrations.langchain.CompactionMiddleware(compactor) in "
+    "create_agent(middleware=[...]), or convert them first, e.g. with "
+    "langchain_core.messages.convert_to_openai_messages(messages)"
 )
 _SMOLAGENTS_ROLES: Final = (
     "map the roles tool-call -> assistant and tool-response -> user, as smolagents "

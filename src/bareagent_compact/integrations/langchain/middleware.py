@@ -1,0 +1,146 @@
+"""CompactionMiddleware: the compactor before every model call of a ``create_agent`` agent."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage
+from langgraph.config import get_config
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+from bareagent_compact.async_compactor import AsyncCompactor
+from bareagent_compact.compactor import Compactor
+from bareagent_compact.integrations.langchain.convert import Dict, to_dicts, to_messages
+from bareagent_compact.result import Action
+
+logger = logging.getLogger(__name__)
+
+_PENDING_LIMIT: Final = 1024
+"""Threads whose compacted request is held between ``before_model`` and the model call."""
+
+
+def thread_of(runtime: Any) -> str | None:
+    """The run's ``thread_id`` (its execution info, else ``configurable.thread_id`` of the
+    run's config), or ``None``: the compactor's own session."""
+    info = getattr(runtime, "execution_info", None)
+    thread = getattr(info, "thread_id", None)
+    if thread is None:
+        try:
+            thread = get_config().get("configurable", {}).get("thread_id")
+        except RuntimeError:  # outside a run
+            thread = None
+    return None if thread is None else str(thread)
+
+
+class _Sent:
+    """What ``before_model`` made of one thread's messages, for its model call."""
+
+    __slots__ = ("dicts", "messages", "originals")
+
+    def __init__(self, originals: list[BaseMessage], messages: list[BaseMessage],
+                 dicts: list[Dict]) -> None:
+        self.originals, self.messages, self.dicts = originals, messages, dicts
+
+
+class CompactionMiddleware(AgentMiddleware):
+    """Compacts the agent's history before every model call.
+
+    ``compactor``: a :class:`~bareagent_compact.Compactor` (``before_model``; ``ainvoke``
+    runs it in a worker thread) or an :class:`~bareagent_compact.AsyncCompactor`
+    (``abefore_model`` only: ``invoke`` raises ``TypeError``). Each ``thread_id`` is its own
+    conversation (``session_id``). The usage the model reports is fed to ``record_usage``
+    with the messages as sent.
+    """
+
+    def __init__(self, compactor: Compactor | AsyncCompactor) -> None:
+        if not isinstance(compactor, (Compactor, AsyncCompactor)):
+            raise TypeError(
+                f"compactor must be a Compactor or AsyncCompactor, got {type(compactor).__name__}"
+            )
+        super().__init__()
+        self.compactor = compactor
+        self._sent: OrderedDict[str | None, _Sent] = OrderedDict()
+
+    def _prepare(self, state: Any) -> tuple[list[BaseMessage], list[Dict]]:
+        originals = list(state["messages"])
+        return originals, to_dicts(originals)
+
+    def _conclude(self, thread: str | None, originals: list[BaseMessage], dicts: list[Dict],
+                  new: list[Dict], action: Action) -> dict[str, Any] | None:
+        unchanged = len(new) == len(dicts) and all(a is b for a, b in zip(new, dicts, strict=True))
+        messages = originals if unchanged else to_messages(new, dicts, originals)
+        self._sent[thread] = _Sent(originals, messages, new)
+        self._sent.move_to_end(thread)
+        while len(self._sent) > _PENDING_LIMIT:
+            self._sent.popitem(last=False)
+        if action is Action.FULL:
+            self._sent[thread].originals = messages
+            return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]}
+        return None
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        if isinstance(self.compactor, AsyncCompactor):
+            raise TypeError(
+                "CompactionMiddleware with an AsyncCompactor runs in async runs only "
+                "(agent.ainvoke / astream); use a Compactor for invoke / stream"
+            )
+        thread = thread_of(runtime)
+        originals, dicts = self._prepare(state)
+        new, result = self.compactor.compacted(dicts, session_id=thread)
+        return self._conclude(thread, originals, dicts, new, result.action)
+
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        compactor = self.compactor
+        thread = thread_of(runtime)
+        originals, dicts = self._prepare(state)
+        if isinstance(compactor, AsyncCompactor):
+            new, result = await compactor.compacted(dicts, session_id=thread)
+        else:
+            new, result = await asyncio.to_thread(compactor.compacted, dicts, session_id=thread)
+        return self._conclude(thread, originals, dicts, new, result.action)
+
+    def _request(self, request: ModelRequest) -> tuple[ModelRequest, list[Dict] | None]:
+        """The request with the compacted messages when it still holds the messages
+        ``before_model`` saw, and the dicts to record the usage against."""
+        thread = thread_of(request.runtime)
+        sent = self._sent.pop(thread, None)
+        if sent is None:
+            return request, None
+        current = request.messages
+        if len(current) == len(sent.originals) and all(
+            a is b for a, b in zip(current, sent.originals, strict=True)
+        ):
+            return request.override(messages=list(sent.messages)), sent.dicts  # type: ignore[arg-type]
+        logger.debug("the request's messages changed after before_model; sent as they are")
+        return request, None
+
+    def _record(self, request: ModelRequest, dicts: list[Dict] | None, response: Any) -> None:
+        result = getattr(response, "result", [response])
+        reply = next((m for m in reversed(result) if isinstance(m, AIMessage)), None)
+        usage = getattr(reply, "usage_metadata", None)
+        if dicts is None or not usage or not usage.get("input_tokens"):
+            return
+        try:
+            self.compactor.record_usage(dicts, usage["input_tokens"],
+                                        session_id=thread_of(request.runtime))
+        except (TypeError, ValueError):
+            logger.warning("the model's usage could not be recorded", exc_info=True)
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
+        request, dicts = self._request(request)
+        response = handler(request)
+        self._record(request, dicts, response)
+        return response
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[Any]]
+    ) -> Any:
+        request, dicts = self._request(request)
+        response = await handler(request)
+        self._record(request, dicts, response)
+        return response
