@@ -115,8 +115,8 @@ def summarize_continuing(
     read: Callable[[Any], tuple[str | None, Reason | None]],
 ) -> Generator[Any, Any, Summarized]:
     """Ask for the summary as a continuation of ``request.messages``; the
-    ``fallback`` (the transcript request) when they do not ``fit`` what a request
-    may carry, or the API says they are too long."""
+    ``fallback`` (the transcript request) when they do not ``fit`` (see
+    ``engine.full.continuing.fits``), or the API says they are too long."""
     if not fits:
         logger.info("the conversation the summary request would send is over what it may "
                     "carry; the transcript request is made instead of the continuation")
