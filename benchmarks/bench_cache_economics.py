@@ -21,8 +21,9 @@ with ``record_usage`` fed after every loop request and the compactor's
     continue    micro="cache-friendly" with anthropic_continuation_provider(client,
                 model, system=, tools=, cache_control=) given the loop's own settings
     continue+window  (optional: --configurations spec,preset,continue+window) the
-                same with context_window=200_000, so a history over
-                summary_input_tokens (64,000) is still sent as a continuation
+                same with context_window=200_000, so a part sent over
+                summary_input_tokens (64,000) that no usage report covered is
+                still sent as a continuation
 
 Per kind and threshold it prints: full compactions (spec / preset / continue);
 the share of the summary requests' input read from the cache (preset /

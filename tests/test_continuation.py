@@ -24,6 +24,7 @@ from bareagent_compact.providers import (
     openai_chat_continuation_provider,
     openai_responses_continuation_provider,
 )
+from bareagent_compact.tokens import estimate_tokens
 from conftest import MemoryTranscripts, tool_history
 from converters import to_chat, to_responses
 
@@ -274,6 +275,57 @@ def test_the_context_window_lets_a_long_history_be_continued() -> None:
     )
     assert compactor(messages).action is Action.FULL
     assert len(recorder.calls) == 1 and recorder.calls[0]["system"] == SYSTEM
+
+
+def long_history() -> list[dict[str, Any]]:
+    """40 tool rounds: about 6,000 tokens, over a ``summary_input_tokens`` of 1,024."""
+    return tool_history(40, system=None, output=lambda turn: f"result {turn} " * 60)
+
+
+def is_continuation(body: dict[str, Any]) -> bool:
+    return body["system"] == SYSTEM and len(body["messages"]) > 1
+
+
+@pytest.mark.parametrize("counter", [None, estimate_tokens], ids=["ledger", "token_counter"])
+def test_a_sent_part_the_model_accepted_gets_the_continuation_over_the_input_budget(
+    counter: Any,
+) -> None:
+    recorder = Recorder(anthropic_answer())
+    messages = long_history()
+    compactor = compactor_for(
+        anthropic(recorder), messages, summary_input_tokens=1024, token_counter=counter
+    )
+    compactor.record_usage(messages[:-2], 6500)  # the loop's last request, then one round
+    received = copy.deepcopy(messages)
+    assert compactor(messages).action is Action.FULL
+    (body,) = recorder.calls
+    assert is_continuation(body) and body["messages"][:-1] == received[:-2]
+
+
+def test_a_sent_part_no_usage_report_covered_over_the_input_budget_gets_the_transcript() -> None:
+    for recorded in (None, -4):  # never reported; a report for a shorter list
+        recorder = Recorder(anthropic_answer())
+        messages = long_history()
+        compactor = compactor_for(anthropic(recorder), messages, summary_input_tokens=1024)
+        if recorded is not None:
+            compactor.record_usage(messages[:recorded], 6500)
+        assert compactor(messages).action is Action.FULL
+        assert recorder.calls and not any(map(is_continuation, recorder.calls))
+
+
+def test_a_sent_part_within_the_budget_gets_the_continuation_when_the_kept_part_is_over() -> None:
+    recorder = Recorder(anthropic_answer())
+    # The kept round's result alone is over the budget; what comes before is well within.
+    messages = tool_history(
+        4, system=None, output=lambda turn: f"result {turn} " * (60 if turn < 3 else 3000)
+    )
+    received = copy.deepcopy(messages)
+    compactor = compactor_for(
+        anthropic(recorder), messages, summary_input_tokens=1024, keep_recent=100
+    )
+    assert compactor(messages).action is Action.FULL
+    (body,) = recorder.calls
+    assert is_continuation(body) and body["messages"][:-1] == received[:-2]
 
 
 def test_an_overflowing_continuation_falls_back_to_the_transcript_request() -> None:

@@ -10,8 +10,10 @@ then the list the loop last sent (or an earlier one), nothing of it new to the
 cache. Nothing step 1 clears or cuts in the same call reaches
 it: the copy is taken before step 1 runs.
 
-When the history is over what the request may carry (``summary_input_tokens``,
-or ``context_window`` when given), or the API says it is too long for its
+When the part sent is neither a list the loop's model accepted (the one its
+last usage report was for, or the start of it) nor, with the instruction,
+within what the request may carry (``summary_input_tokens``, or
+``context_window`` when given), or the API says it is too long for its
 window, the transcript request of :mod:`~bareagent_compact.summarize` is made
 instead, in parts when needed. Like the other request builders, nothing here
 calls the provider: it yields ``SummaryRequest`` objects.
@@ -113,11 +115,11 @@ def summarize_continuing(
     read: Callable[[Any], tuple[str | None, Reason | None]],
 ) -> Generator[Any, Any, Summarized]:
     """Ask for the summary as a continuation of ``request.messages``; the
-    ``fallback`` (the transcript request) when they do not ``fit`` what a request
-    may carry, or the API says they are too long."""
+    ``fallback`` (the transcript request) when they do not ``fit`` (see
+    ``engine.full.continuing.fits``), or the API says they are too long."""
     if not fits:
-        logger.info("the history is over what a summary request may carry; the transcript "
-                    "request is made instead of the continuation")
+        logger.info("the conversation the summary request would send is over what it may "
+                    "carry; the transcript request is made instead of the continuation")
         return (yield from fallback())
     answer = yield SummaryRequest(request)
     cost = spent(answer)

@@ -67,12 +67,15 @@ class Plan:
     shape: str = "str"
     """The content shape of the summary and acknowledgement (:func:`content_shape`)."""
     conversation: list[Message] | None = None
-    """With a continuation summariser: a copy of the history as the call received
-    it, sent as the summary request's conversation; ``None`` otherwise."""
+    """With a continuation summariser: the summary request's conversation, a copy
+    of the history as the call received it (the kept messages left out when
+    :func:`~bareagent_compact.continuation.sent_part` leaves them); ``None`` otherwise."""
     conversation_kept: int = 0
     """How many of the last messages of ``conversation`` are kept verbatim."""
-    conversation_fits: bool = True
-    """Whether ``conversation`` is within what a summary request may carry."""
+    conversation_tokens: int = 0
+    """The count of ``conversation`` as a request carries it (the instruction aside)."""
+    conversation_accepted: bool = False
+    """Whether ``conversation`` opens the list the last usage report was for."""
 
     @property
     def kept(self) -> list[Message]:

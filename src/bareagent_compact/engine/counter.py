@@ -32,13 +32,14 @@ _DICTS: Final = frozenset((dict,))
 class Counter:
     """Counts messages, and the history as the trigger compares it."""
 
-    __slots__ = ("_anchor", "_ledger", "_options", "_requested")
+    __slots__ = ("_anchor", "_ledger", "_options", "_requested", "_sent")
 
     def __init__(self, options: Options) -> None:
         self._options = options
         self._anchor = ReportedCount()
         self._ledger: UsageLedger | None = None
         self._requested: float | None = None  # by the clock, at the last report
+        self._sent: list[Any] = []  # the list the last report was for, as the server read it
         self.reset()
 
     def configure(self, options: Options) -> None:
@@ -56,6 +57,7 @@ class Counter:
         anchor) starts again."""
         self._ledger = None if self._options.derived.custom_counter else UsageLedger()
         self._anchor.forget()
+        self._sent = []
 
     def edited(self) -> None:
         """The compactor changed messages a report covers: its size no longer fits."""
@@ -102,7 +104,9 @@ class Counter:
         spec = self._options.derived.micro_options.is_spec
         self._requested = None if spec else self._now()
         if self._ledger is None:
-            self._anchor.record(dialects.live_view(messages), tokens)
+            live_messages = dialects.live_view(messages)
+            self._anchor.record(live_messages, tokens)
+            self._sent = list(live_messages)  # read before this call changes them
             return
         source: Any = messages
         index = view.server_scan.index(messages) if isinstance(messages, list) else None
@@ -113,6 +117,21 @@ class Counter:
         # The history as the last call left it: the ledger shares the cache's copies.
         shared = copies if index is not None and index <= 0 and live == copies else None
         self._ledger.record(live, tokens, shared)
+        self._sent = self._ledger.copies()
+
+    def sent_prefix(self, messages: Sequence[Any]) -> int:
+        """How many of the first ``messages`` (plain dicts) are those the last report
+        was for: the model accepted a request carrying them (and more, when fewer)."""
+        try:
+            sent = plain_view(self._sent)
+        except (TypeError, ValueError):  # an object that does not read as a message
+            return 0
+        same = 0
+        for now, then in zip(messages, sent, strict=False):
+            if now != then:
+                break
+            same += 1
+        return same
 
     def may_go_cold(self) -> bool:
         """Whether the prompt cache can expire with time alone: a request was

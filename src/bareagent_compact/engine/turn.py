@@ -43,6 +43,8 @@ class Turn:
     """Where each message of the list (by ``id``) is in :attr:`received`."""
     received_tokens: int = 0
     """The count of the history as received."""
+    received_sent: int = 0
+    """How many messages of :attr:`received` open the list the last usage report was for."""
 
     def edited(self, index: int) -> None:
         """This call changed the history from ``index`` on: the cache must look again."""

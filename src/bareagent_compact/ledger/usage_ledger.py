@@ -121,6 +121,11 @@ class UsageLedger:
         """The part of the last report not charged to any message (system prompt, tools)."""
         return round(self._overhead)
 
+    def copies(self) -> list[Message]:
+        """Copies of the messages of the last list counted or recorded, in order
+        (the ledger's own: never edited)."""
+        return list(self._copies)
+
     def _resolve(self, messages: list[Message]) -> list[_Entry]:
         """The entry of each message, reused when unchanged; only these are kept.
 

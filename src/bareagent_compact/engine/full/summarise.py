@@ -8,9 +8,10 @@ from collections.abc import Generator, Sequence
 from functools import partial
 from typing import Any
 
-from bareagent_compact.continuation import instruction, sent_part, summarize_continuing
+from bareagent_compact.continuation import instruction, summarize_continuing
 from bareagent_compact.engine.full.answer import read_summary
 from bareagent_compact.engine.full.attempt import Attempt, left_as
+from bareagent_compact.engine.full.continuing import fits
 from bareagent_compact.engine.full.plan import text_count, texts_of
 from bareagent_compact.engine.parts import Parts
 from bareagent_compact.facts import Facts, Identifier, extract, pinned_with
@@ -66,12 +67,12 @@ def summarise(parts: Parts, made: Plan, truncated: int = 0) -> Generator[Request
     summariser is sent the conversation's own messages instead, a continuation
     summariser the history as the call received it, then the instruction."""
     if made.conversation is not None and is_continuation_summariser(parts.provider):
-        sent, kept = sent_part(made.conversation, made.conversation_kept)
-        request = ContinuationRequest(sent, instruction(made.system_prompt, kept), kept)
+        text = instruction(made.system_prompt, made.conversation_kept)
+        request = ContinuationRequest(made.conversation, text, made.conversation_kept)
         return (
             yield from summarize_continuing(
                 request,
-                made.conversation_fits,
+                fits(parts, made, text),
                 lambda: _transcript(parts, made, truncated),
                 partial(read_summary, truncated=truncated),
             )
