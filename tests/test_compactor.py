@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import conftest
 from bareagent_compact import (
     DEFAULT_ACKNOWLEDGEMENT,
     DEFAULT_SUMMARY_PROMPT,
@@ -662,3 +663,19 @@ def test_a_forced_call_still_summarises_a_tiny_source() -> None:
     result = Compactor(provider, threshold=500)(messages, force=True)
     assert len(provider.prompts) == 1
     assert result.action is Action.FULL
+
+
+def test_a_full_compaction_is_logged_at_info_with_its_session_and_sizes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    messages = conftest.tool_history(6, output=lambda turn: "y" * 2_000)
+    compactor = Compactor(RecordingProvider(), threshold=1_000, session_id="run-7")
+    with caplog.at_level(logging.INFO, logger="bareagent_compact"):
+        result = compactor(messages, force=True)
+    assert result.action is Action.FULL
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert infos == [
+        f"full compaction of session 'run-7': {result.tokens_before} -> "
+        f"{result.tokens_after} tokens, {len(result.replaced)} messages summarised in "
+        "1 request(s)"
+    ]

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bareagent_compact import Action, AsyncCompactor, Compactor, Reason
+from bareagent_compact import Action, AsyncCompactor, Compactor, Reason, prompts
 from bareagent_compact.continuation import instruction, sent_part
 from bareagent_compact.prompts import SUMMARY_PREFIX
 from bareagent_compact.protocols import ContinuationRequest, is_continuation_summariser
@@ -452,3 +452,19 @@ def test_a_thinking_clear_of_the_same_call_does_not_reach_the_summary_request() 
     assert result.action is Action.FULL and result.thinking_cleared
     # as received (its thinking blocks whole), without the kept last message
     assert recorder.calls[0]["messages"][:-1] == received[:-1]
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        prompts.DEFAULT_SUMMARY_PROMPT,
+        prompts.ENGLISH_SUMMARY_PROMPT,
+        prompts.CHINESE_ROLLING_LEAD_IN + prompts.DEFAULT_SUMMARY_PROMPT,
+        prompts.ENGLISH_ROLLING_LEAD_IN + prompts.ENGLISH_SUMMARY_PROMPT,
+    ],
+)
+def test_the_instruction_speaks_of_the_conversation_above_it_only(prompt: str) -> None:
+    text = instruction(prompt, 2)
+    assert "below" not in text
+    assert "下面" not in text
+    assert ("above" in text) or ("上面" in text)

@@ -40,7 +40,7 @@ LEADS: Final = {
     "en": "This is not a new task: compact the conversation above. ",
     "zh": "这不是新的任务：请压缩上面的对话。",
 }
-"""Opens the instruction: the summary prompt speaks of the conversation below."""
+"""Opens the instruction: the conversation comes before it."""
 
 KEPT_NOTES: Final = {
     "en": (
@@ -68,12 +68,29 @@ def received(messages: Sequence[Any]) -> list[Message]:
     return copy
 
 
+_ABOVE: Final = (
+    ("the conversation below", "the conversation above"),
+    ("The first message below", "The first message above"),
+    ("下面的对话历史", "上面的对话历史"),
+    ("下面的第一条消息", "上面的第一条消息"),
+)
+"""The built-in prompts' words for where the conversation is, read in a request
+where it comes before the prompt, not after it."""
+
+
+def _placed_above(summary_prompt: str) -> str:
+    """``summary_prompt`` speaking of the conversation above it."""
+    for below, above in _ABOVE:
+        summary_prompt = summary_prompt.replace(below, above)
+    return summary_prompt
+
+
 def instruction(summary_prompt: str, kept: int) -> str:
     """The one user message after the conversation: the summary prompt (with its
     focus instructions), in its language, with how many messages are kept."""
     language = language_of(summary_prompt)
     note = KEPT_NOTES[language].format(kept=kept) if kept else ""
-    return LEADS[language] + summary_prompt + note + TEXT_ONLY[language]
+    return LEADS[language] + _placed_above(summary_prompt) + note + TEXT_ONLY[language]
 
 
 def sent_part(conversation: list[Message], kept: int) -> tuple[list[Message], int]:

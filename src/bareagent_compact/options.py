@@ -51,7 +51,12 @@ from bareagent_compact.serialize import _plain_dicts, render_message, tool_names
 from bareagent_compact.summarize import DEFAULT_SUMMARY_INPUT_TOKENS, MIN_BUDGET, check_budget
 from bareagent_compact.tokens import estimate_tokens
 from bareagent_compact.user_turns import DEFAULT_USER_TURNS_TOKENS, turns_budget
-from bareagent_compact.validate import check_int, check_summary_content, threshold_tokens
+from bareagent_compact.validate import (
+    check_int,
+    check_summary_content,
+    not_a_provider,
+    threshold_tokens,
+)
 
 
 class _DefaultLanguage(str):
@@ -259,7 +264,8 @@ def _background_tokens(options: Options, threshold: int) -> int | None:
 
 def check_provider(provider: object) -> None:
     """The summarising model must be callable."""
-    _check_callable("provider", provider, optional=False)
+    if not callable(provider):
+        raise not_a_provider(provider)
 
 
 def _check_archive(archive: object) -> None:

@@ -40,9 +40,26 @@ _FRAMEWORKS: Final = {
         "agent.write_memory_to_messages() or step.to_messages(), "
         f"then each ChatMessage with .dict(), and {_SMOLAGENTS_ROLES}",
     ),
+    "agents": (
+        "OpenAI Agents SDK",
+        "use compaction_input_filter(compactor) for RunConfig(call_model_input_filter=...) "
+        "and CompactingSession(session, compactor), both from "
+        "bareagent_compact.integrations.openai_agents",
+    ),
 }
 """The agent frameworks whose message objects the compactor does not read, by the
 top-level package their classes come from: their name and the way forward."""
+
+_PROVIDERS: Final = {
+    "LangChain": (
+        "wrap it: langchain_chat_provider(model) from bareagent_compact.integrations.langchain"
+    ),
+    "Pydantic AI": (
+        "wrap it: summary_provider(model) from bareagent_compact.integrations.pydantic_ai "
+        "(with AsyncCompactor)"
+    ),
+}
+"""The way to make a framework's chat model the summariser."""
 
 _LANGCHAIN_TYPES: Final = frozenset(
     {"human", "ai", "system", "tool", "function", "chat", "remove"}
@@ -76,14 +93,28 @@ def foreign(where: str, value: object) -> TypeError | None:
     if found is None:
         return None
     name, hint = found
+    article = "an" if name[0] in "AEIOU" else "a"
     return TypeError(
-        f"{where} is a {name} {type(value).__name__}: {_READS}, not {name} messages; {hint}"
+        f"{where} is {article} {name} {type(value).__name__}: {_READS}, not {name} messages; "
+        f"{hint}"
     )
 
 
 def not_a_list(messages: object) -> TypeError:
-    """The error for a ``messages`` argument that is not a list."""
-    return TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
+    """The error for a ``messages`` argument that is not a list (naming the way
+    forward when it is an agent framework's object)."""
+    return foreign("messages", messages) or TypeError(
+        f"messages must be a list of dicts, got {type(messages).__name__}"
+    )
+
+
+def not_a_provider(provider: object) -> TypeError:
+    """The error for a ``provider`` that is not callable (naming the wrapper of a
+    framework's chat model)."""
+    error = f"provider must be callable, got {type(provider).__name__}"
+    found = framework_of(provider)
+    hint = _PROVIDERS.get(found[0]) if found is not None else None
+    return TypeError(f"{error}: a {found[0]} model; {hint}" if found and hint else error)
 
 
 def not_a_dict(index: int, message: object) -> TypeError:

@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("langchain")
 
 from langchain.agents.middleware import SummarizationMiddleware
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import (
     AIMessage,
     HumanMessage,
@@ -226,3 +227,8 @@ def test_the_state_messages_are_left_untouched_by_a_full_compaction() -> None:
     update = CompactionMiddleware(compactor).before_model({"messages": messages}, None)
     assert update is not None
     assert [m.model_dump() for m in messages] == before
+
+
+def test_a_langchain_chat_model_as_the_provider_names_its_wrapper() -> None:
+    with pytest.raises(TypeError, match=r"a LangChain model; wrap it: langchain_chat_provider"):
+        Compactor(GenericFakeChatModel(messages=iter([])))  # type: ignore[arg-type]

@@ -16,7 +16,7 @@ pytest.importorskip("agents")
 
 from agents import RunConfig, Runner, set_tracing_disabled
 from agents.memory import OpenAIResponsesCompactionSession, Session, SQLiteSession
-from agents.run_config import ModelInputData
+from agents.run_config import CallModelData, ModelInputData
 
 from bareagent_compact import AsyncCompactor, Compactor
 from bareagent_compact.integrations.openai_agents import (
@@ -339,3 +339,13 @@ def test_the_fake_model_refuses_what_the_api_refuses_and_counts_lost_fields():
     assert model.checks.refused == model.checks.calls - 1  # all but the first request
     assert model.checks.fields_lost > 0
     assert any("without its reasoning" in reason for reason in model.checks.reasons)
+
+
+def test_run_config_data_given_to_a_compactor_names_the_input_filter() -> None:
+    data = CallModelData(
+        model_data=ModelInputData(input=[], instructions=None), agent=None, context=None
+    )
+    with pytest.raises(
+        TypeError, match=r"an OpenAI Agents SDK CallModelData.*compaction_input_filter"
+    ):
+        Compactor(lambda prompt: "summary")(data)  # type: ignore[arg-type]

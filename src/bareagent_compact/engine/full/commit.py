@@ -123,6 +123,15 @@ def _commit(
         replace_all(messages, [*done.replaced, *list(messages)[len(rebuilt) :]])
         raise
     parts.trigger.succeeded(after > parts.options.derived.threshold)
+    logger.info(
+        "full compaction of session %r: %d -> %d tokens, %d messages summarised in %d "
+        "request(s)",
+        parts.session_id,
+        attempt.tokens,
+        after,
+        len(done.replaced),
+        attempt.calls,
+    )
     return CompactionResult(
         Action.FULL,
         attempt.tokens,
