@@ -4,6 +4,8 @@ and a 40-model-call create_agent session against LangChain's own summarisation."
 from __future__ import annotations
 
 import asyncio
+import datetime
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +19,7 @@ from langchain.agents.middleware import SummarizationMiddleware
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import (
     AIMessage,
+    ChatMessage,
     HumanMessage,
     RemoveMessage,
     SystemMessage,
@@ -232,3 +235,21 @@ def test_the_state_messages_are_left_untouched_by_a_full_compaction() -> None:
 def test_a_langchain_chat_model_as_the_provider_names_its_wrapper() -> None:
     with pytest.raises(TypeError, match=r"a LangChain model; wrap it: langchain_chat_provider"):
         Compactor(GenericFakeChatModel(messages=iter([])))  # type: ignore[arg-type]
+
+
+def test_tool_call_args_json_cannot_write_are_sent_as_text() -> None:
+    call = {"name": "cal", "args": {"day": datetime.date(2024, 1, 1)}, "id": "z",
+            "type": "tool_call"}
+    dicts = to_dicts([AIMessage("", tool_calls=[call], id="a")])
+    assert dicts[0]["tool_calls"][0]["function"]["arguments"] == '{"day": "2024-01-01"}'
+
+
+def test_a_message_the_compactor_cannot_read_leaves_the_request_as_it_is(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    messages = [HumanMessage("task", id="h"), ChatMessage(role="critic", content="hmm", id="c")]
+    middleware = CompactionMiddleware(Compactor(provider=lambda p: "s", transcript_mgr=None))
+    with caplog.at_level(logging.WARNING):
+        assert middleware.before_model({"messages": messages}, None) is None
+        assert asyncio.run(middleware.abefore_model({"messages": messages}, None)) is None
+    assert sum("could not be compacted" in r.message for r in caplog.records) == 2

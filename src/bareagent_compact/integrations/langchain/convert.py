@@ -26,7 +26,7 @@ SUMMARY_MARK: Final = {"lc_source": "summarization"}
 
 
 def _call_dict(call: Any) -> Dict:
-    arguments = json.dumps(call.get("args", {}), ensure_ascii=False)
+    arguments = json.dumps(call.get("args", {}), ensure_ascii=False, default=str)
     return {"id": call.get("id"), "type": "function",
             "function": {"name": call.get("name"), "arguments": arguments}}
 

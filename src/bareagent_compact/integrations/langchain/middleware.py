@@ -37,6 +37,13 @@ def thread_of(runtime: Any) -> str | None:
     return None if thread is None else str(thread)
 
 
+def _left_as_is(thread: str | None) -> None:
+    """A compaction problem inside the loop: logged, the request sent as it is."""
+    logger.warning("the messages of thread %r could not be compacted; sent as they are",
+                   thread, exc_info=True)
+    return None
+
+
 class _Sent:
     """What ``before_model`` made of one thread's messages, for its model call."""
 
@@ -90,19 +97,27 @@ class CompactionMiddleware(AgentMiddleware):
                 "(agent.ainvoke / astream); use a Compactor for invoke / stream"
             )
         thread = thread_of(runtime)
-        originals, dicts = self._prepare(state)
-        new, result = self.compactor.compacted(dicts, session_id=thread)
-        return self._conclude(thread, originals, dicts, new, result.action)
+        try:
+            originals, dicts = self._prepare(state)
+            new, result = self.compactor.compacted(dicts, session_id=thread)
+            return self._conclude(thread, originals, dicts, new, result.action)
+        except (TypeError, ValueError):
+            self._sent.pop(thread, None)
+            return _left_as_is(thread)
 
     async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         compactor = self.compactor
         thread = thread_of(runtime)
-        originals, dicts = self._prepare(state)
-        if isinstance(compactor, AsyncCompactor):
-            new, result = await compactor.compacted(dicts, session_id=thread)
-        else:
-            new, result = await asyncio.to_thread(compactor.compacted, dicts, session_id=thread)
-        return self._conclude(thread, originals, dicts, new, result.action)
+        try:
+            originals, dicts = self._prepare(state)
+            if isinstance(compactor, AsyncCompactor):
+                new, result = await compactor.compacted(dicts, session_id=thread)
+            else:
+                new, result = await asyncio.to_thread(compactor.compacted, dicts, session_id=thread)
+            return self._conclude(thread, originals, dicts, new, result.action)
+        except (TypeError, ValueError):
+            self._sent.pop(thread, None)
+            return _left_as_is(thread)
 
     def _request(self, request: ModelRequest) -> tuple[ModelRequest, list[Dict] | None]:
         """The request with the compacted messages when it still holds the messages
