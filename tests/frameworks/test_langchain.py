@@ -253,3 +253,26 @@ def test_a_message_the_compactor_cannot_read_leaves_the_request_as_it_is(
         assert middleware.before_model({"messages": messages}, None) is None
         assert asyncio.run(middleware.abefore_model({"messages": messages}, None)) is None
     assert sum("could not be compacted" in r.message for r in caplog.records) == 2
+
+
+@pytest.mark.parametrize("acknowledgement", [None, "Noted."])
+def test_the_acknowledgement_is_a_new_message_not_an_old_one_with_its_fields(
+    acknowledgement: str | None,
+) -> None:
+    messages: list[Any] = [HumanMessage("task", id="h0")]
+    for t in range(6):
+        call = {"name": "bash", "args": {}, "id": f"c{t}", "type": "tool_call"}
+        messages += [AIMessage("", tool_calls=[call], id=f"a{t}"),
+                     ToolMessage(f"out {t} " * 600, tool_call_id=f"c{t}", id=f"t{t}")]
+    usage = {"input_tokens": 9000, "output_tokens": 5, "total_tokens": 9005}
+    messages += [AIMessage("All six read.", id="final", usage_metadata=usage,
+                           response_metadata={"model_name": "m"}),
+                 HumanMessage("next question", id="q")]
+    compactor = Compactor(provider=lambda p: "SUMMARY", transcript_mgr=None, threshold=600,
+                          language="en", acknowledgement=acknowledgement)
+    update = CompactionMiddleware(compactor).before_model({"messages": messages}, None)
+    assert update is not None
+    ack = next(m for m in update["messages"][1:] if isinstance(m, AIMessage))
+    assert ack.id not in {m.id for m in messages}
+    assert ack.usage_metadata is None and ack.response_metadata == {}
+    assert update["messages"][-1] is messages[-1]

@@ -37,13 +37,6 @@ def thread_of(runtime: Any) -> str | None:
     return None if thread is None else str(thread)
 
 
-def _left_as_is(thread: str | None) -> None:
-    """A compaction problem inside the loop: logged, the request sent as it is."""
-    logger.warning("the messages of thread %r could not be compacted; sent as they are",
-                   thread, exc_info=True)
-    return None
-
-
 class _Sent:
     """What ``before_model`` made of one thread's messages, for its model call."""
 
@@ -80,7 +73,9 @@ class CompactionMiddleware(AgentMiddleware):
     def _conclude(self, thread: str | None, originals: list[BaseMessage], dicts: list[Dict],
                   new: list[Dict], action: Action) -> dict[str, Any] | None:
         unchanged = len(new) == len(dicts) and all(a is b for a, b in zip(new, dicts, strict=True))
-        messages = originals if unchanged else to_messages(new, dicts, originals)
+        ack = self.compactor.acknowledgement
+        messages = originals if unchanged else to_messages(new, dicts, originals,
+                                                           acknowledgement=ack)
         self._sent[thread] = _Sent(originals, messages, new)
         self._sent.move_to_end(thread)
         while len(self._sent) > _PENDING_LIMIT:
@@ -89,6 +84,12 @@ class CompactionMiddleware(AgentMiddleware):
             self._sent[thread].originals = messages
             return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]}
         return None
+
+    def _left_as_is(self, thread: str | None) -> None:
+        """A compaction problem inside the loop: logged, the request sent as it is."""
+        self._sent.pop(thread, None)
+        logger.warning("the messages of thread %r could not be compacted; sent as they are",
+                       thread, exc_info=True)
 
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         if isinstance(self.compactor, AsyncCompactor):
@@ -102,8 +103,8 @@ class CompactionMiddleware(AgentMiddleware):
             new, result = self.compactor.compacted(dicts, session_id=thread)
             return self._conclude(thread, originals, dicts, new, result.action)
         except (TypeError, ValueError):
-            self._sent.pop(thread, None)
-            return _left_as_is(thread)
+            self._left_as_is(thread)
+            return None
 
     async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         compactor = self.compactor
@@ -116,8 +117,8 @@ class CompactionMiddleware(AgentMiddleware):
                 new, result = await asyncio.to_thread(compactor.compacted, dicts, session_id=thread)
             return self._conclude(thread, originals, dicts, new, result.action)
         except (TypeError, ValueError):
-            self._sent.pop(thread, None)
-            return _left_as_is(thread)
+            self._left_as_is(thread)
+            return None
 
     def _request(self, request: ModelRequest) -> tuple[ModelRequest, list[Dict] | None]:
         """The request with the compacted messages when it still holds the messages
