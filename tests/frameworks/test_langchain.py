@@ -26,7 +26,12 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from bareagent_compact import AsyncCompactor, Compactor
+from bareagent_compact import (
+    AsyncCompactor,
+    Compactor,
+    JsonlTranscriptManager,
+    estimate_tokens,
+)
 from bareagent_compact.integrations.langchain import (
     CompactionMiddleware,
     langchain_chat_provider,
@@ -34,6 +39,8 @@ from bareagent_compact.integrations.langchain import (
     to_dicts,
     to_messages,
 )
+from bareagent_compact.protocols import CONTINUATION_ATTRIBUTE, ContinuationRequest
+from bareagent_compact.result import Action
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
 import _langchain_fake as session
@@ -276,3 +283,101 @@ def test_the_acknowledgement_is_a_new_message_not_an_old_one_with_its_fields(
     assert ack.id not in {m.id for m in messages}
     assert ack.usage_metadata is None and ack.response_metadata == {}
     assert update["messages"][-1] is messages[-1]
+
+
+class _Request:
+    """A model request as ``wrap_model_call`` reads it."""
+
+    runtime = None
+
+    def __init__(self, messages: list[Any]) -> None:
+        self.messages = messages
+
+    def override(self, messages: list[Any]) -> _Request:
+        return _Request(messages)
+
+
+def _rounds(count: int, size: int, start: int = 0) -> list[Any]:
+    messages: list[Any] = []
+    for t in range(start, start + count):
+        call = {"name": "bash", "args": {}, "id": f"c{t}", "type": "tool_call"}
+        messages += [AIMessage("", tool_calls=[call], id=f"a{t}"),
+                     ToolMessage(f"out {t} " * size, tool_call_id=f"c{t}", id=f"t{t}")]
+    return messages
+
+
+def _model_call(middleware: CompactionMiddleware, state: list[Any]) -> list[Any]:
+    """The messages the model is sent for ``state`` (the request as ``before_model`` left
+    it)."""
+    seen: list[Any] = []
+    middleware.wrap_model_call(_Request(state), lambda r: seen.append(r.messages) or [])
+    return list(seen[0])
+
+
+def test_a_background_summary_is_swapped_in_under_the_middleware() -> None:
+    async def summarize(prompt: Any) -> str:
+        return "SUMMARY"
+
+    state: list[Any] = [SystemMessage("sys", id="s"), HumanMessage("task", id="h"),
+                        *_rounds(8, 300)]
+    threshold = int(estimate_tokens(to_dicts(state)) / 0.6)
+    compactor = AsyncCompactor(provider=summarize, transcript_mgr=None, threshold=threshold,
+                               background_at=0.5, keep_recent=100)
+    middleware = CompactionMiddleware(compactor)
+
+    async def run() -> Any:
+        assert await middleware.abefore_model({"messages": state}, None) is None
+        assert compactor.background_pending
+        for _ in range(100):
+            await asyncio.sleep(0)
+        more = [*state, AIMessage("ok", id="x"), HumanMessage("more", id="y")]
+        return await middleware.abefore_model({"messages": more}, None)
+
+    update = asyncio.run(run())
+    assert compactor.last_result.action is Action.FULL
+    assert update is not None and isinstance(update["messages"][0], RemoveMessage)
+    assert update["messages"][-1].id == "y"
+
+
+def test_results_archived_once_are_not_archived_again_on_later_turns(tmp_path: Path) -> None:
+    store = JsonlTranscriptManager(str(tmp_path))
+    compactor = Compactor(provider=lambda p: "S", transcript_mgr=store, archive=store.archive)
+    middleware = CompactionMiddleware(compactor)
+    state: list[Any] = [HumanMessage("task", id="h"), *_rounds(8, 600)]
+
+    def records() -> int:
+        return sum(len(f.read_text().splitlines()) for f in tmp_path.rglob("*") if f.is_file())
+
+    counts, truncated = [], []
+    for turn in range(3):
+        assert middleware.before_model({"messages": state}, None) is None
+        sent = _model_call(middleware, state)
+        counts.append(records())
+        truncated.append(compactor.last_result.truncated)
+        state = [*state, AIMessage("ok", id=f"x{turn}"),
+                 HumanMessage(f"more {turn}", id=f"y{turn}")]
+    assert counts[0] > 0 and counts == [counts[0]] * 3
+    assert truncated[0] > 0 and truncated[1:] == [0, 0]
+    assert len(sent[2].content) < 600 * 6 and len(state[2].content) == len("out 0 ") * 600
+
+
+def test_a_continuation_summary_is_asked_on_the_messages_last_sent() -> None:
+    asked: list[Any] = []
+
+    def summarize(prompt: Any) -> str:
+        asked.append(prompt)
+        return "SUMMARY"
+
+    setattr(summarize, CONTINUATION_ATTRIBUTE, True)
+    compactor = Compactor(provider=summarize, transcript_mgr=None, threshold=4000,
+                          language="en")
+    middleware = CompactionMiddleware(compactor)
+    state: list[Any] = [HumanMessage("task", id="h"), *_rounds(8, 400)]
+    assert middleware.before_model({"messages": state}, None) is None
+    assert compactor.last_result.truncated > 0
+    sent = to_dicts(_model_call(middleware, state))
+    state = [*state, *_rounds(1, 2500, start=9)]
+    update = middleware.before_model({"messages": state}, None)
+    assert update is not None and compactor.last_result.action is Action.FULL
+    request = next(p for p in asked if isinstance(p, ContinuationRequest))
+    assert request.messages[: len(sent)] == sent
