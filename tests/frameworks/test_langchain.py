@@ -4,6 +4,8 @@ and a 40-model-call create_agent session against LangChain's own summarisation."
 from __future__ import annotations
 
 import asyncio
+import datetime
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -17,13 +19,19 @@ from langchain.agents.middleware import SummarizationMiddleware
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import (
     AIMessage,
+    ChatMessage,
     HumanMessage,
     RemoveMessage,
     SystemMessage,
     ToolMessage,
 )
 
-from bareagent_compact import AsyncCompactor, Compactor
+from bareagent_compact import (
+    AsyncCompactor,
+    Compactor,
+    JsonlTranscriptManager,
+    estimate_tokens,
+)
 from bareagent_compact.integrations.langchain import (
     CompactionMiddleware,
     langchain_chat_provider,
@@ -31,6 +39,8 @@ from bareagent_compact.integrations.langchain import (
     to_dicts,
     to_messages,
 )
+from bareagent_compact.protocols import CONTINUATION_ATTRIBUTE, ContinuationRequest
+from bareagent_compact.result import Action
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
 import _langchain_fake as session
@@ -232,3 +242,142 @@ def test_the_state_messages_are_left_untouched_by_a_full_compaction() -> None:
 def test_a_langchain_chat_model_as_the_provider_names_its_wrapper() -> None:
     with pytest.raises(TypeError, match=r"a LangChain model; wrap it: langchain_chat_provider"):
         Compactor(GenericFakeChatModel(messages=iter([])))  # type: ignore[arg-type]
+
+
+def test_tool_call_args_json_cannot_write_are_sent_as_text() -> None:
+    call = {"name": "cal", "args": {"day": datetime.date(2024, 1, 1)}, "id": "z",
+            "type": "tool_call"}
+    dicts = to_dicts([AIMessage("", tool_calls=[call], id="a")])
+    assert dicts[0]["tool_calls"][0]["function"]["arguments"] == '{"day": "2024-01-01"}'
+
+
+def test_a_message_the_compactor_cannot_read_leaves_the_request_as_it_is(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    messages = [HumanMessage("task", id="h"), ChatMessage(role="critic", content="hmm", id="c")]
+    middleware = CompactionMiddleware(Compactor(provider=lambda p: "s", transcript_mgr=None))
+    with caplog.at_level(logging.WARNING):
+        assert middleware.before_model({"messages": messages}, None) is None
+        assert asyncio.run(middleware.abefore_model({"messages": messages}, None)) is None
+    assert sum("could not be compacted" in r.message for r in caplog.records) == 2
+
+
+@pytest.mark.parametrize("acknowledgement", [None, "Noted."])
+def test_the_acknowledgement_is_a_new_message_not_an_old_one_with_its_fields(
+    acknowledgement: str | None,
+) -> None:
+    messages: list[Any] = [HumanMessage("task", id="h0")]
+    for t in range(6):
+        call = {"name": "bash", "args": {}, "id": f"c{t}", "type": "tool_call"}
+        messages += [AIMessage("", tool_calls=[call], id=f"a{t}"),
+                     ToolMessage(f"out {t} " * 600, tool_call_id=f"c{t}", id=f"t{t}")]
+    usage = {"input_tokens": 9000, "output_tokens": 5, "total_tokens": 9005}
+    messages += [AIMessage("All six read.", id="final", usage_metadata=usage,
+                           response_metadata={"model_name": "m"}),
+                 HumanMessage("next question", id="q")]
+    compactor = Compactor(provider=lambda p: "SUMMARY", transcript_mgr=None, threshold=600,
+                          language="en", acknowledgement=acknowledgement)
+    update = CompactionMiddleware(compactor).before_model({"messages": messages}, None)
+    assert update is not None
+    ack = next(m for m in update["messages"][1:] if isinstance(m, AIMessage))
+    assert ack.id not in {m.id for m in messages}
+    assert ack.usage_metadata is None and ack.response_metadata == {}
+    assert update["messages"][-1] is messages[-1]
+
+
+class _Request:
+    """A model request as ``wrap_model_call`` reads it."""
+
+    runtime = None
+
+    def __init__(self, messages: list[Any]) -> None:
+        self.messages = messages
+
+    def override(self, messages: list[Any]) -> _Request:
+        return _Request(messages)
+
+
+def _rounds(count: int, size: int, start: int = 0) -> list[Any]:
+    messages: list[Any] = []
+    for t in range(start, start + count):
+        call = {"name": "bash", "args": {}, "id": f"c{t}", "type": "tool_call"}
+        messages += [AIMessage("", tool_calls=[call], id=f"a{t}"),
+                     ToolMessage(f"out {t} " * size, tool_call_id=f"c{t}", id=f"t{t}")]
+    return messages
+
+
+def _model_call(middleware: CompactionMiddleware, state: list[Any]) -> list[Any]:
+    """The messages the model is sent for ``state`` (the request as ``before_model`` left
+    it)."""
+    seen: list[Any] = []
+    middleware.wrap_model_call(_Request(state), lambda r: seen.append(r.messages) or [])
+    return list(seen[0])
+
+
+def test_a_background_summary_is_swapped_in_under_the_middleware() -> None:
+    async def summarize(prompt: Any) -> str:
+        return "SUMMARY"
+
+    state: list[Any] = [SystemMessage("sys", id="s"), HumanMessage("task", id="h"),
+                        *_rounds(8, 300)]
+    threshold = int(estimate_tokens(to_dicts(state)) / 0.6)
+    compactor = AsyncCompactor(provider=summarize, transcript_mgr=None, threshold=threshold,
+                               background_at=0.5, keep_recent=100)
+    middleware = CompactionMiddleware(compactor)
+
+    async def run() -> Any:
+        assert await middleware.abefore_model({"messages": state}, None) is None
+        assert compactor.background_pending
+        for _ in range(100):
+            await asyncio.sleep(0)
+        more = [*state, AIMessage("ok", id="x"), HumanMessage("more", id="y")]
+        return await middleware.abefore_model({"messages": more}, None)
+
+    update = asyncio.run(run())
+    assert compactor.last_result.action is Action.FULL
+    assert update is not None and isinstance(update["messages"][0], RemoveMessage)
+    assert update["messages"][-1].id == "y"
+
+
+def test_results_archived_once_are_not_archived_again_on_later_turns(tmp_path: Path) -> None:
+    store = JsonlTranscriptManager(str(tmp_path))
+    compactor = Compactor(provider=lambda p: "S", transcript_mgr=store, archive=store.archive)
+    middleware = CompactionMiddleware(compactor)
+    state: list[Any] = [HumanMessage("task", id="h"), *_rounds(8, 600)]
+
+    def records() -> int:
+        return sum(len(f.read_text().splitlines()) for f in tmp_path.rglob("*") if f.is_file())
+
+    counts, truncated = [], []
+    for turn in range(3):
+        assert middleware.before_model({"messages": state}, None) is None
+        sent = _model_call(middleware, state)
+        counts.append(records())
+        truncated.append(compactor.last_result.truncated)
+        state = [*state, AIMessage("ok", id=f"x{turn}"),
+                 HumanMessage(f"more {turn}", id=f"y{turn}")]
+    assert counts[0] > 0 and counts == [counts[0]] * 3
+    assert truncated[0] > 0 and truncated[1:] == [0, 0]
+    assert len(sent[2].content) < 600 * 6 and len(state[2].content) == len("out 0 ") * 600
+
+
+def test_a_continuation_summary_is_asked_on_the_messages_last_sent() -> None:
+    asked: list[Any] = []
+
+    def summarize(prompt: Any) -> str:
+        asked.append(prompt)
+        return "SUMMARY"
+
+    setattr(summarize, CONTINUATION_ATTRIBUTE, True)
+    compactor = Compactor(provider=summarize, transcript_mgr=None, threshold=4000,
+                          language="en")
+    middleware = CompactionMiddleware(compactor)
+    state: list[Any] = [HumanMessage("task", id="h"), *_rounds(8, 400)]
+    assert middleware.before_model({"messages": state}, None) is None
+    assert compactor.last_result.truncated > 0
+    sent = to_dicts(_model_call(middleware, state))
+    state = [*state, *_rounds(1, 2500, start=9)]
+    update = middleware.before_model({"messages": state}, None)
+    assert update is not None and compactor.last_result.action is Action.FULL
+    request = next(p for p in asked if isinstance(p, ContinuationRequest))
+    assert request.messages[: len(sent)] == sent

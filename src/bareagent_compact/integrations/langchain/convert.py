@@ -19,6 +19,7 @@ from langchain_core.messages import (
 )
 
 from bareagent_compact.prompts import SUMMARY_PREFIX
+from bareagent_compact.rebuild import is_own_output
 
 Dict = dict[str, Any]
 SUMMARY_MARK: Final = {"lc_source": "summarization"}
@@ -26,7 +27,7 @@ SUMMARY_MARK: Final = {"lc_source": "summarization"}
 
 
 def _call_dict(call: Any) -> Dict:
-    arguments = json.dumps(call.get("args", {}), ensure_ascii=False)
+    arguments = json.dumps(call.get("args", {}), ensure_ascii=False, default=str)
     return {"id": call.get("id"), "type": "function",
             "function": {"name": call.get("name"), "arguments": arguments}}
 
@@ -122,9 +123,10 @@ def _edited(origin: BaseMessage, out: Dict) -> BaseMessage:
     return origin.model_copy(update=update)
 
 
-def _origins(new: Sequence[Dict], old: Sequence[Dict]) -> list[int | None]:
+def _origins(new: Sequence[Dict], old: Sequence[Dict], ack: str) -> list[int | None]:
     """For each dict of ``new``, the index in ``old`` of the message it stands for: the same
-    object; else the same tool call id; else the same place between two unchanged ones."""
+    object; else the same tool call id; else the same place between two unchanged ones. A
+    summary or acknowledgement the compactor wrote stands for none (it is a new message)."""
     where = {id(d): i for i, d in enumerate(old)}
     found: list[int | None] = [where.get(id(d)) for d in new]
     by_call = {_key(d): i for i, d in enumerate(old) if _key(d) is not None}
@@ -132,7 +134,7 @@ def _origins(new: Sequence[Dict], old: Sequence[Dict]) -> list[int | None]:
         if found[j] is None and _key(d) is not None:
             found[j] = by_call.get(_key(d))
     for j, d in enumerate(new):
-        if found[j] is not None or _text(d.get("content")).startswith(SUMMARY_PREFIX):
+        if found[j] is not None or is_own_output(d, ack):
             continue
         after = next((k for k in range(j + 1, len(new)) if found[k] is not None), None)
         anchor = found[after] if after is not None else None
@@ -154,13 +156,15 @@ def _key(d: Dict) -> tuple[str, str] | None:
 
 
 def to_messages(
-    new: Sequence[Dict], old: Sequence[Dict], originals: Sequence[BaseMessage]
+    new: Sequence[Dict], old: Sequence[Dict], originals: Sequence[BaseMessage],
+    *, acknowledgement: str | None = None,
 ) -> list[BaseMessage]:
     """``new`` (what ``compacted`` returned for ``old``, the dicts of ``originals``) as
     LangChain messages: the original object for a dict left as it was, the original with its
-    new content for an edited one, a new message for one the compactor wrote."""
+    new content for an edited one, a new message for one the compactor wrote (the summary,
+    and the acknowledgement: the compactor's own ``acknowledgement`` or a preset one)."""
     messages: list[BaseMessage] = []
-    for out, index in zip(new, _origins(new, old), strict=True):
+    for out, index in zip(new, _origins(new, old, acknowledgement or ""), strict=True):
         if index is None:
             messages.append(from_dict(out))
         elif out is old[index]:

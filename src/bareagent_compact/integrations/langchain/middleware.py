@@ -24,6 +24,10 @@ _PENDING_LIMIT: Final = 1024
 """Threads whose compacted request is held between ``before_model`` and the model call."""
 
 
+_Prepared = tuple[list[BaseMessage], list[BaseMessage], list[Dict]]
+"""The state's messages, the messages they stand for as last sent, and their dicts."""
+
+
 def thread_of(runtime: Any) -> str | None:
     """The run's ``thread_id`` (its execution info, else ``configurable.thread_id`` of the
     run's config), or ``None``: the compactor's own session."""
@@ -47,6 +51,39 @@ class _Sent:
         self.originals, self.messages, self.dicts = originals, messages, dicts
 
 
+class _Last:
+    """One thread's last call, message by message: the state's message object (``keys``,
+    with its content then), the dict the compactor gave back for it and the message sent.
+    The next call reuses both for the messages still the same objects, so the compactor
+    reads its own last output (its edits kept, a background summary's copy recognised)
+    plus what was appended."""
+
+    __slots__ = ("contents", "dicts", "keys", "sent")
+
+    def __init__(self, keys: list[BaseMessage], dicts: list[Dict],
+                 sent: list[BaseMessage]) -> None:
+        self.keys, self.dicts, self.sent = keys, dicts, sent
+        self.contents = [m.content for m in keys]
+
+    def reusable(self, current: list[BaseMessage]) -> int:
+        """How many leading messages of ``current`` are the objects last seen (their
+        content not replaced since)."""
+        count = 0
+        for now, then, content in zip(current, self.keys, self.contents, strict=False):
+            if now is not then or now.content is not content:
+                break
+            count += 1
+        return count
+
+
+def _bounded(cache: OrderedDict[str | None, Any], thread: str | None, value: Any) -> None:
+    """``value`` for ``thread``, the least recently used threads over the limit dropped."""
+    cache[thread] = value
+    cache.move_to_end(thread)
+    while len(cache) > _PENDING_LIMIT:
+        cache.popitem(last=False)
+
+
 class CompactionMiddleware(AgentMiddleware):
     """Compacts the agent's history before every model call.
 
@@ -65,23 +102,40 @@ class CompactionMiddleware(AgentMiddleware):
         super().__init__()
         self.compactor = compactor
         self._sent: OrderedDict[str | None, _Sent] = OrderedDict()
+        self._last: OrderedDict[str | None, _Last] = OrderedDict()
 
-    def _prepare(self, state: Any) -> tuple[list[BaseMessage], list[Dict]]:
+    def _prepare(self, thread: str | None, state: Any) -> _Prepared:
+        """The state's messages, the messages they stand for as last sent, and their dicts:
+        the last call's for the leading messages it saw, new ones for the rest."""
         originals = list(state["messages"])
-        return originals, to_dicts(originals)
+        last = self._last.get(thread)
+        reused = last.reusable(originals) if last is not None else 0
+        bases = [*(last.sent[:reused] if last else []), *originals[reused:]]
+        dicts = [*(last.dicts[:reused] if last else []), *to_dicts(originals[reused:])]
+        return originals, bases, dicts
 
-    def _conclude(self, thread: str | None, originals: list[BaseMessage], dicts: list[Dict],
+    def _conclude(self, thread: str | None, prepared: _Prepared,
                   new: list[Dict], action: Action) -> dict[str, Any] | None:
+        originals, bases, dicts = prepared
         unchanged = len(new) == len(dicts) and all(a is b for a, b in zip(new, dicts, strict=True))
-        messages = originals if unchanged else to_messages(new, dicts, originals)
-        self._sent[thread] = _Sent(originals, messages, new)
-        self._sent.move_to_end(thread)
-        while len(self._sent) > _PENDING_LIMIT:
-            self._sent.popitem(last=False)
-        if action is Action.FULL:
-            self._sent[thread].originals = messages
+        ack = self.compactor.acknowledgement
+        messages = bases if unchanged else to_messages(new, dicts, bases, acknowledgement=ack)
+        full = action is Action.FULL
+        _bounded(self._sent, thread, _Sent(messages if full else originals, messages, new))
+        if full or len(new) == len(originals):
+            _bounded(self._last, thread, _Last(messages if full else originals, new, messages))
+        else:
+            self._last.pop(thread, None)
+        if full:
             return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]}
         return None
+
+    def _left_as_is(self, thread: str | None) -> None:
+        """A compaction problem inside the loop: logged, the request sent as it is."""
+        self._sent.pop(thread, None)
+        self._last.pop(thread, None)
+        logger.warning("the messages of thread %r could not be compacted; sent as they are",
+                       thread, exc_info=True)
 
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         if isinstance(self.compactor, AsyncCompactor):
@@ -90,19 +144,29 @@ class CompactionMiddleware(AgentMiddleware):
                 "(agent.ainvoke / astream); use a Compactor for invoke / stream"
             )
         thread = thread_of(runtime)
-        originals, dicts = self._prepare(state)
-        new, result = self.compactor.compacted(dicts, session_id=thread)
-        return self._conclude(thread, originals, dicts, new, result.action)
+        try:
+            prepared = self._prepare(thread, state)
+            dicts = prepared[2]
+            new, result = self.compactor.compacted(dicts, session_id=thread)
+            return self._conclude(thread, prepared, new, result.action)
+        except (TypeError, ValueError):
+            self._left_as_is(thread)
+            return None
 
     async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         compactor = self.compactor
         thread = thread_of(runtime)
-        originals, dicts = self._prepare(state)
-        if isinstance(compactor, AsyncCompactor):
-            new, result = await compactor.compacted(dicts, session_id=thread)
-        else:
-            new, result = await asyncio.to_thread(compactor.compacted, dicts, session_id=thread)
-        return self._conclude(thread, originals, dicts, new, result.action)
+        try:
+            prepared = self._prepare(thread, state)
+            dicts = prepared[2]
+            if isinstance(compactor, AsyncCompactor):
+                new, result = await compactor.compacted(dicts, session_id=thread)
+            else:
+                new, result = await asyncio.to_thread(compactor.compacted, dicts, session_id=thread)
+            return self._conclude(thread, prepared, new, result.action)
+        except (TypeError, ValueError):
+            self._left_as_is(thread)
+            return None
 
     def _request(self, request: ModelRequest) -> tuple[ModelRequest, list[Dict] | None]:
         """The request with the compacted messages when it still holds the messages
