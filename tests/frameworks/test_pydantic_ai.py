@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -27,7 +28,13 @@ from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from bareagent_compact import AsyncCompactor, Compactor, JsonlTranscriptManager
+from bareagent_compact import (
+    Action,
+    AsyncCompactor,
+    Compactor,
+    JsonlTranscriptManager,
+    estimate_tokens,
+)
 from bareagent_compact.integrations.pydantic_ai import (
     MARK,
     _processor,
@@ -411,3 +418,82 @@ def test_the_example_runs_offline() -> None:
                           env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
     assert "refused 0" in done.stdout
     assert "full compactions" in done.stdout
+
+
+def _tool_history(turns: int) -> list[pm.ModelMessage]:
+    messages: list[pm.ModelMessage] = [
+        pm.ModelRequest(parts=[pm.SystemPromptPart("sys"), pm.UserPromptPart("task")])]
+    for t in range(turns):
+        messages += [
+            pm.ModelResponse([pm.ToolCallPart("bash", {"c": t}, tool_call_id=f"c{t}")]),
+            pm.ModelRequest([pm.ToolReturnPart("bash", f"out {t} " * 300, tool_call_id=f"c{t}")]),
+        ]
+    return messages
+
+
+def test_a_background_summary_is_swapped_in_under_the_processor() -> None:
+    async def provider(prompt: list[dict[str, Any]]) -> str:
+        await asyncio.sleep(0.01)
+        return "SUMMARY"
+
+    messages = _tool_history(8)
+    threshold = int(estimate_tokens(to_dicts(messages).dicts) / 0.6)
+    compactor = AsyncCompactor(provider, threshold=threshold, background_at=0.5,
+                               keep_recent=100)
+    given: list[list[Any]] = []
+    returned: list[list[Any]] = []
+    original = compactor.compacted
+
+    async def spy(dicts: list[Any], **kwargs: Any) -> Any:
+        given.append(list(dicts))
+        new, result = await original(dicts, **kwargs)
+        returned.append(list(new))
+        return new, result
+
+    compactor.compacted = spy  # type: ignore[method-assign]
+    processor = compaction_processor(compactor)
+    ctx: Any = SimpleNamespace(conversation_id="conv", run_id="run")
+    actions = []
+
+    async def session() -> list[pm.ModelMessage]:
+        history_ = messages
+        for i in range(3):
+            out = await processor(ctx, history_)
+            assert compactor.last_result is not None
+            actions.append(compactor.last_result.action)
+            await asyncio.sleep(0.05)
+            history_ = [*out, pm.ModelResponse([pm.TextPart("ok")]),
+                        pm.ModelRequest([pm.UserPromptPart(f"more {i}")])]
+        return out
+
+    loop = asyncio.new_event_loop()  # not made the current loop: run_sync keeps its own
+    try:
+        out = loop.run_until_complete(session())
+    finally:
+        loop.close()
+    assert actions == [Action.NONE, Action.FULL, Action.NONE]
+    assert sum(is_summary(m) for m in out) == 1
+    for before, after in zip(returned, given[1:], strict=False):
+        assert all(a is b for a, b in zip(before, after, strict=False))
+
+
+def test_the_compactor_gets_its_own_dicts_back_unless_the_history_is_another() -> None:
+    compactor = Compactor(provider=lambda prompt: "S", threshold=50_000)
+    given: list[list[Any]] = []
+    original = compactor.compacted
+
+    def spy(dicts: list[Any], **kwargs: Any) -> Any:
+        given.append(list(dicts))
+        return original(dicts, **kwargs)
+
+    compactor.compacted = spy  # type: ignore[method-assign]
+    processor = compaction_processor(compactor)
+    ctx: Any = SimpleNamespace(conversation_id="conv", run_id="run")
+    first = processor(ctx, history())
+    assert isinstance(first, list)
+    processor(ctx, [*first, pm.ModelResponse([pm.TextPart("ok")])])
+    processor(ctx, history())
+    assert all(a is b for a, b in zip(given[0], given[1], strict=False))
+    assert len(given[1]) == len(given[0]) + 1
+    assert given[2] == given[0] and all(a is not b for a, b in zip(given[2], given[0],
+                                                                      strict=True))

@@ -4,7 +4,10 @@ Before each model request it feeds the usage of the response to the request
 before (``ModelResponse.usage.input_tokens``, cache reads and writes included) to
 ``record_usage`` with the dicts sent then, converts the history, compacts the
 copy (``compacted``: the input is never edited) and converts the result back. The
-session id is the run's ``conversation_id`` unless one is given.
+leading messages that are the very objects it returned last are handed over as the
+very dicts the compactor returned for them, so that the compactor sees its own
+output continued (a background summary is swapped in). The session id is the
+run's ``conversation_id`` unless one is given.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from pydantic_ai.tools import RunContext
 from bareagent_compact.async_compactor import AsyncCompactor
 from bareagent_compact.compactor import Compactor
 from bareagent_compact.integrations.pydantic_ai._back import back
-from bareagent_compact.integrations.pydantic_ai._to_dicts import Converted, to_dicts
+from bareagent_compact.integrations.pydantic_ai._carry import adopted, continued
+from bareagent_compact.integrations.pydantic_ai._to_dicts import Converted
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +42,8 @@ class _Sent:
 
     messages: Messages
     dicts: list[dict[str, Any]]
+    converted: Converted
+    """``messages`` as dicts, each the very dict of ``dicts`` it stands for."""
 
 
 class _State:
@@ -63,8 +69,24 @@ class _State:
             return None
         return sent.dicts, response.usage.input_tokens
 
-    def remember(self, session: str | None, messages: Messages, dicts: list[Any]) -> None:
-        self.sent[session] = _Sent(messages, dicts)
+    def known(self, session: str | None) -> Converted | None:
+        """The dicts of what was returned last in ``session``, if anything."""
+        sent = self.sent.get(session)
+        return None if sent is None else sent.converted
+
+    def remember(
+        self, session: str | None, converted: Converted, messages: Messages, dicts: list[Any]
+    ) -> None:
+        """Keep what was returned (``messages``, compacted as ``dicts`` from
+        ``converted``) for the next call of ``session``."""
+        try:
+            made = converted if messages is converted.messages else continued(converted, messages)
+            carried = adopted(made, dicts)
+        except Exception:  # the next call then converts its history afresh
+            logger.warning("the compacted history could not be read", exc_info=True)
+            self.sent.pop(session, None)
+            return
+        self.sent[session] = _Sent(messages, dicts, carried)
         self.sent.move_to_end(session)
         while len(self.sent) > MAX_SESSIONS:
             self.sent.popitem(last=False)
@@ -74,9 +96,9 @@ def _stamp(ctx: RunContext[Any]) -> dict[str, Any]:
     return {"run_id": ctx.run_id, "conversation_id": ctx.conversation_id}
 
 
-def _convert(messages: Messages) -> Converted | None:
+def _convert(known: Converted | None, messages: Messages) -> Converted | None:
     try:
-        return to_dicts(messages)
+        return continued(known, messages)
     except Exception:  # a part this module cannot read: the history is sent as it is
         logger.warning("history left uncompacted: its messages could not be read", exc_info=True)
         return None
@@ -107,12 +129,12 @@ def _sync(compactor: Compactor, state: _State) -> Callable[[RunContext[Any], Mes
     def compact_history(ctx: RunContext[Any], messages: Messages) -> Messages:
         session = state.session(ctx)
         _record(compactor, state, session, messages)
-        converted = _convert(messages)
+        converted = _convert(state.known(session), messages)
         if converted is None:
             return messages
         new, _ = compactor.compacted(converted.dicts, session_id=session)
         out = _back(converted, new, ctx)
-        state.remember(session, out, new)
+        state.remember(session, converted, out, new)
         return out
 
     return compact_history
@@ -124,12 +146,12 @@ def _async(
     async def compact_history(ctx: RunContext[Any], messages: Messages) -> Messages:
         session = state.session(ctx)
         _record(compactor, state, session, messages)
-        converted = _convert(messages)
+        converted = _convert(state.known(session), messages)
         if converted is None:
             return messages
         new, _ = await compactor.compacted(converted.dicts, session_id=session)
         out = _back(converted, new, ctx)
-        state.remember(session, out, new)
+        state.remember(session, converted, out, new)
         return out
 
     return compact_history

@@ -161,16 +161,22 @@ def to_dicts(messages: Sequence[pm.ModelMessage]) -> Converted:
     ``tool_use`` blocks. A part of another kind is a text block of its text.
     """
     out = Converted(list(messages))
-    for index, message in enumerate(out.messages):
-        if isinstance(message, pm.ModelRequest):
-            _add_request(out, index, message)
-        elif isinstance(message, pm.ModelResponse):
-            blocks = [response_block(part, out.tool_names) for part in message.parts]
-            origins: list[Origin] = [(index, p, None) for p in range(len(message.parts))]
-            out.add({"role": "assistant", "content": blocks}, Source(index, origins))
-        else:
-            raise TypeError(
-                f"messages[{index}] must be a Pydantic AI ModelRequest or ModelResponse, "
-                f"got {type(message).__name__}"
-            )
+    for index in range(len(out.messages)):
+        add_message(out, index)
     return out
+
+
+def add_message(out: Converted, index: int) -> None:
+    """Append the dicts of ``out.messages[index]`` to ``out``."""
+    message = out.messages[index]
+    if isinstance(message, pm.ModelRequest):
+        _add_request(out, index, message)
+    elif isinstance(message, pm.ModelResponse):
+        blocks = [response_block(part, out.tool_names) for part in message.parts]
+        origins: list[Origin] = [(index, p, None) for p in range(len(message.parts))]
+        out.add({"role": "assistant", "content": blocks}, Source(index, origins))
+    else:
+        raise TypeError(
+            f"messages[{index}] must be a Pydantic AI ModelRequest or ModelResponse, "
+            f"got {type(message).__name__}"
+        )
