@@ -468,3 +468,17 @@ def test_the_instruction_speaks_of_the_conversation_above_it_only(prompt: str) -
     assert "below" not in text
     assert "下面" not in text
     assert ("above" in text) or ("上面" in text)
+
+
+def test_the_historys_system_messages_in_text_blocks_become_the_anthropic_system() -> None:
+    recorder = Recorder(anthropic_answer())
+    provider = anthropic_continuation_provider(NS(messages=NS(create=recorder)), "m")
+    history = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "system", "content": [{"type": "text", "text": "Use the repo."}]},
+        {"role": "user", "content": "task"},
+    ]
+    assert provider(ContinuationRequest(history, "compact it", 0)) == "SUMMARY"
+    (body,) = recorder.calls
+    assert body["system"] == "Be brief.\n\nUse the repo."
+    assert [m["role"] for m in body["messages"]] == ["user", "user"]

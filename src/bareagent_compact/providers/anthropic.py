@@ -103,11 +103,7 @@ def anthropic_provider(
     max_tokens = _check_max_tokens(max_tokens)
 
     def request(prompt: Prompt) -> dict[str, Any]:
-        system, dialogue = _split_prompt(prompt)
-        body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": dialogue}
-        if system:
-            body["system"] = system
-        return {**body, **create_kwargs}
+        return {**transcript_body(prompt, model, max_tokens), **create_kwargs}
 
     return _sync_or_async(
         create,
@@ -116,6 +112,16 @@ def anthropic_provider(
         _read_anthropic,
         "anthropic_provider",
     )
+
+
+def transcript_body(prompt: Prompt, model: str, max_tokens: int) -> dict[str, Any]:
+    """The Messages request of the transcript prompt: its system message as
+    ``system=``, its user message the only entry of ``messages=``."""
+    system, dialogue = _split_prompt(prompt)
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": dialogue}
+    if system:
+        body["system"] = system
+    return body
 
 
 def _read_anthropic_compaction(response: object) -> ServerSummary:

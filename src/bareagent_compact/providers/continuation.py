@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, cast
 
 from bareagent_compact.protocols import CONTINUATION_ATTRIBUTE, ContinuationRequest, Message
+from bareagent_compact.providers import anthropic, openai_chat, openai_responses
 from bareagent_compact.providers._common import (
     DEFAULT_MAX_TOKENS,
     AsyncSummaryFunction,
@@ -33,10 +34,10 @@ from bareagent_compact.providers._common import (
     _get,
     _is_list,
     _method,
-    _split_prompt,
     _sync_or_async,
     logger,
 )
+from bareagent_compact.providers._server import _systems
 from bareagent_compact.providers.anthropic import _read_anthropic
 from bareagent_compact.providers.openai_chat import _read_chat
 from bareagent_compact.providers.openai_responses import _read_responses
@@ -133,13 +134,13 @@ def _breakpoints(value: object) -> int:
 def _anthropic_split(
     messages: Sequence[Message], system: object
 ) -> tuple[object, list[Message]]:
-    """The ``system=`` to send (the one given, else the history's system messages
-    joined, else ``None``) and the history without its system messages."""
-    texts = [m.get("content") for m in messages if m.get("role") in SYSTEM_ROLES]
-    dialogue = [m for m in messages if m.get("role") not in SYSTEM_ROLES]
+    """The ``system=`` to send (the one given, else the texts of the history's
+    system messages joined, else ``None``) and the history without its system
+    messages."""
+    texts, rest = _systems(messages)
     if system is None and texts:
-        system = "\n\n".join(t for t in texts if isinstance(t, str))
-    return system, dialogue
+        system = "\n\n".join(texts)
+    return system, [cast(Message, m) for m in rest if m.get("role") not in SYSTEM_ROLES]
 
 
 def anthropic_continuation_provider(
@@ -168,6 +169,7 @@ def anthropic_continuation_provider(
     max_tokens = _check_max_tokens(max_tokens)
     tools = _check_list("tools", tools)
     marker = _check_mapping("cache_control", cache_control)
+    plain_kwargs = _without_tools(create_kwargs)
 
     def continuation(request: ContinuationRequest) -> dict[str, Any]:
         given, dialogue = _anthropic_split(request.messages, system)
@@ -183,11 +185,7 @@ def anthropic_continuation_provider(
         return {**body, **create_kwargs}
 
     def transcript(prompt: Prompt) -> dict[str, Any]:
-        text, dialogue = _split_prompt(prompt)
-        body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": dialogue}
-        if text:
-            body["system"] = text
-        return {**body, **_without_tools(create_kwargs)}
+        return {**anthropic.transcript_body(prompt, model, max_tokens), **plain_kwargs}
 
     return _continuing(
         create, _detect_async(client, create, is_async), continuation=continuation,
@@ -218,6 +216,7 @@ def openai_chat_continuation_provider(
     create = _method(client, "chat.completions.create")
     model = _check_model(model)
     tools = _check_list("tools", tools)
+    plain_kwargs = _without_tools(create_kwargs)
 
     def continuation(request: ContinuationRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -229,10 +228,7 @@ def openai_chat_continuation_provider(
         return {**body, **create_kwargs}
 
     def transcript(prompt: Prompt) -> dict[str, Any]:
-        text, dialogue = _split_prompt(prompt)
-        messages = [{"role": "system", "content": text}] if text else []
-        return {"model": model, "messages": [*messages, *dialogue],
-                **_without_tools(create_kwargs)}
+        return {**openai_chat.transcript_body(prompt, model), **plain_kwargs}
 
     return _continuing(
         create, _detect_async(client, create, is_async), continuation=continuation,
@@ -259,6 +255,7 @@ def openai_responses_continuation_provider(
     create = _method(client, "responses.create")
     model = _check_model(model)
     tools = _check_list("tools", tools)
+    plain_kwargs = _without_tools(create_kwargs)
     if instructions is not None and not isinstance(instructions, str):
         raise TypeError(f"instructions must be a str or None, got {type(instructions).__name__}")
 
@@ -274,11 +271,7 @@ def openai_responses_continuation_provider(
         return {**body, **create_kwargs}
 
     def transcript(prompt: Prompt) -> dict[str, Any]:
-        text, dialogue = _split_prompt(prompt)
-        body: dict[str, Any] = {"model": model, "input": dialogue}
-        if text:
-            body["instructions"] = text
-        return {**body, **_without_tools(create_kwargs)}
+        return {**openai_responses.transcript_body(prompt, model), **plain_kwargs}
 
     return _continuing(
         create, _detect_async(client, create, is_async), continuation=continuation,

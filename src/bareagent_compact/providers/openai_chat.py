@@ -83,9 +83,7 @@ def openai_chat_provider(
     model = _check_model(model)
 
     def request(prompt: Prompt) -> dict[str, Any]:
-        system, dialogue = _split_prompt(prompt)
-        messages = [{"role": "system", "content": system}] if system else []
-        return {"model": model, "messages": [*messages, *dialogue], **create_kwargs}
+        return {**transcript_body(prompt, model), **create_kwargs}
 
     return _sync_or_async(
         create,
@@ -94,3 +92,10 @@ def openai_chat_provider(
         _read_chat,
         "openai_chat_provider",
     )
+
+
+def transcript_body(prompt: Prompt, model: str) -> dict[str, Any]:
+    """The Chat Completions request of the transcript prompt, as it is."""
+    system, dialogue = _split_prompt(prompt)
+    messages = [{"role": "system", "content": system}] if system else []
+    return {"model": model, "messages": [*messages, *dialogue]}

@@ -98,11 +98,7 @@ def openai_responses_provider(
     model = _check_model(model)
 
     def request(prompt: Prompt) -> dict[str, Any]:
-        system, dialogue = _split_prompt(prompt)
-        body: dict[str, Any] = {"model": model, "input": dialogue}
-        if system:
-            body["instructions"] = system
-        return {**body, **create_kwargs}
+        return {**transcript_body(prompt, model), **create_kwargs}
 
     return _sync_or_async(
         create,
@@ -111,6 +107,16 @@ def openai_responses_provider(
         _read_responses,
         "openai_responses_provider",
     )
+
+
+def transcript_body(prompt: Prompt, model: str) -> dict[str, Any]:
+    """The Responses request of the transcript prompt: its system message as
+    ``instructions=``, its user message the only input item."""
+    system, dialogue = _split_prompt(prompt)
+    body: dict[str, Any] = {"model": model, "input": dialogue}
+    if system:
+        body["instructions"] = system
+    return body
 
 
 def _read_compacted(response: object) -> ServerSummary:
