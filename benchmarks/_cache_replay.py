@@ -57,6 +57,14 @@ class Call:
         return self.uncached + writes + READ * self.read
 
 
+def summary_text(number: int) -> str:
+    """The fake summary of the ``number``-th summary request: a fixed length, numbered
+    so that no two are equal."""
+    return f"Summary {number}: " + " ".join(
+        f"step{i} done" if i % 7 else "state kept" for i in range(SUMMARY_WORDS)
+    )
+
+
 def _pairing(messages: Sequence[Mapping[str, Any]]) -> None:
     """Refuse what the API refuses: a tool_use not answered in the next user turn,
     or a tool_result whose tool_use is not in the assistant turn before it."""
@@ -109,9 +117,7 @@ class FakeAnthropic:
     def create(self, **request: Any) -> SimpleNamespace:
         """A summary request: answered with a fixed-length summary."""
         self._summaries += 1
-        text = f"Summary {self._summaries}: " + " ".join(
-            f"step{i} done" if i % 7 else "state kept" for i in range(SUMMARY_WORDS)
-        )
+        text = summary_text(self._summaries)
         output = self.tokens.count(text)
         usage = self._usage(request, "summary", output)
         self.clock.advance(5 + output / 60)

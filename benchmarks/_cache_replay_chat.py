@@ -18,7 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from _cache_model import REPLY_PRIMING, OpenAICache, SimClock, Tokens, render_chat
-from _cache_replay import SUMMARY_WORDS, Call, SessionRun, pauses
+from _cache_replay import Call, SessionRun, pauses, summary_text
 
 
 def chat_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -76,9 +76,7 @@ class FakeChat:
 
     def create(self, **request: Any) -> dict[str, Any]:
         self._summaries += 1
-        text = f"Summary {self._summaries}: " + " ".join(
-            f"step{i} done" if i % 7 else "state kept" for i in range(SUMMARY_WORDS)
-        )
+        text = summary_text(self._summaries)
         output = self.tokens.count(text)
         usage = self._usage(request, "summary", output)
         self.clock.advance(5 + output / 60)
